@@ -1,0 +1,54 @@
+// Package redislock is a distributed lock on Redis that speaks
+// python-redis-lock's protocol, so Go and Python processes can hold and wait
+// on the same locks.
+//
+// # Using it
+//
+//	l, err := redislock.New(client, "reports", redislock.WithExpire(30*time.Second))
+//	if err != nil { ... }                 // bad arguments only; nothing was sent
+//	if err := l.Acquire(ctx); err != nil { ... } // ErrLocked + ctx error when ctx ends
+//	defer l.Release(context.WithoutCancel(ctx))
+//
+// TryAcquire takes the lock only if it is free. Extend pushes the expire
+// back, Locked and OwnerID say whether and by whom it is held, Reset and
+// ResetAll force locks free.
+//
+// # Protocol
+//
+// The lock named "reports" is the string key "lock:reports" holding the
+// owner's id, with the lock's expire as its TTL (none without WithExpire).
+// Waiters sleep in BLPOP on the list "lock-signal:reports"; a release
+// deletes the lock key and pushes one element onto that list (which expires
+// after the signal expire, 1 s by default), waking exactly one waiter.
+// Acquire, release, extend and reset are Lua scripts that compare the
+// stored id before acting, so no owner can release or extend another's
+// lock. Nothing is polled: a waiter costs Redis one command per slice of at
+// most two seconds, and its slice never outlasts the holder's remaining
+// TTL, so the waiters of a holder that died wake when its key expires.
+//
+// # What the lock guarantees
+//
+// On one Redis server whose maxmemory-policy is noeviction, at most one
+// owner holds a lock at a time, as long as each holder finishes (or
+// extends) before its expire runs out. Release and Extend never act on a
+// lock that another owner holds. A lock without expire is held until it is
+// released or reset, even if its holder dies.
+//
+// # What it cannot guarantee
+//
+// A TTL lock cannot stop a holder that was paused past its expire (a long
+// GC pause, SIGSTOP, a frozen VM) from carrying on as if it still held the
+// lock after another owner took it. Nor can it survive a failover to a
+// replica that had not received the lock key yet, or an eviction of the key
+// under a maxmemory policy other than noeviction. Protect resources that
+// must never see two writers with a check of their own, and keep expires
+// well above the longest pause you expect.
+//
+// # Contexts
+//
+// Every call that talks to Redis takes a context. Without the client option
+// ContextTimeoutEnabled, go-redis does not interrupt a blocking command
+// when its context ends; a waiter's slices never outlast its context's
+// deadline, but a cancellation without deadline is noticed at the end of
+// the current slice. Set ContextTimeoutEnabled for prompt cancellation.
+package redislock

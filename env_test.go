@@ -1,0 +1,132 @@
+package redislock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// backend is a Redis for a test: a real redis-server or an in-process
+// miniredis.
+type backend struct {
+	name string
+	// client returns a new client of the backend, closed at test end.
+	client func() *redis.Client
+	// mini is the miniredis, nil for a real server.
+	mini *miniredis.Miniredis
+}
+
+// realBackend starts a redis-server for t.
+func realBackend(t *testing.T) *backend {
+	t.Helper()
+	s := redistest.Start(t)
+	return &backend{name: "redis-server", client: func() *redis.Client { return s.Client() }}
+}
+
+// miniBackend starts a miniredis for t.
+func miniBackend(t *testing.T) *backend {
+	t.Helper()
+	m := miniredis.RunT(t)
+	return &backend{name: "miniredis", mini: m, client: func() *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}}
+}
+
+// onBoth runs fn as a subtest on a real redis-server and on miniredis.
+func onBoth(t *testing.T, fn func(t *testing.T, b *backend)) {
+	t.Helper()
+	t.Run("redis-server", func(t *testing.T) { fn(t, realBackend(t)) })
+	t.Run("miniredis", func(t *testing.T) { fn(t, miniBackend(t)) })
+}
+
+// mustNew is redislock.New that fails the test on error.
+func mustNew(t testing.TB, c redis.UniversalClient, name string, opts ...redislock.Option) *redislock.Lock {
+	t.Helper()
+	l, err := redislock.New(c, name, opts...)
+	if err != nil {
+		t.Fatalf("New(%q) = %v", name, err)
+	}
+	return l
+}
+
+// ctxT returns a context that ends with the test, or after 20 s.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// blockedClients returns INFO clients' blocked_clients of a real server.
+func blockedClients(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "clients").Result()
+	if err != nil {
+		t.Fatalf("INFO clients: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Fatal("INFO clients has no blocked_clients")
+	return 0
+}
+
+// waitBlocked waits until n clients are blocked on the server (waiters are
+// in BLPOP), failing the test after 10 s.
+func waitBlocked(t testing.TB, c *redis.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for blockedClients(t, c) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %d blocked clients, have %d", n, blockedClients(t, c))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// commandStats returns INFO commandstats' calls per command of a real
+// server ("evalsha" -> 12).
+func commandStats(t testing.TB, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				stats[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return stats
+}
+
+// delta returns after-before for each command that changed.
+func delta(before, after map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range after {
+		if v != before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}

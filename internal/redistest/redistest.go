@@ -1,0 +1,208 @@
+// Package redistest starts real redis-server processes for tests, each on a
+// free loopback port, and stops them when the test ends.
+//
+// When no redis-server binary is on PATH the tests that need one are
+// skipped with a message saying how to install it, except when the
+// environment has CI=true, where they fail: CI must run them.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process started by Start.
+type Server struct {
+	Addr string // host:port on 127.0.0.1
+
+	t    testing.TB
+	bin  string
+	args []string
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been waited for
+}
+
+// Binary returns the path of redis-server, or skips t (fails it when
+// CI=true) when there is none.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err == nil {
+		return bin
+	}
+	msg := "redis-server not found on PATH: install it (apt-get install redis-server) to run the real-server tests"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: these tests must run)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Start starts a redis-server on a free loopback port with no persistence
+// and the noeviction policy, extra directives appended ("maxmemory 1mb"),
+// and stops it when t ends.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var port int
+		port, err = freePort()
+		if err != nil {
+			continue
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.args = append([]string{
+			"--bind", "127.0.0.1",
+			"--port", strconv.Itoa(port),
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", s.dir,
+			"--maxmemory-policy", "noeviction",
+			"--protected-mode", "yes",
+		}, directives(extra)...)
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", err)
+	return nil
+}
+
+// directives turns "name value..." strings into --name value arguments.
+func directives(extra []string) []string {
+	var out []string
+	for _, d := range extra {
+		f := strings.Fields(d)
+		if len(f) == 0 {
+			continue
+		}
+		out = append(out, "--"+f[0])
+		out = append(out, f[1:]...)
+	}
+	return out
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs the process and waits until it answers PING.
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, s.args...)
+	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server exited at start: %s", s.logTail())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Kill()
+			return fmt.Errorf("redis-server on %s did not answer PING: %v", s.Addr, err)
+		}
+	}
+}
+
+// logTail returns the last lines of the server's log.
+func (s *Server) logTail() string {
+	f, err := os.Open(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 5 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Client returns a new client of the server with go-redis's defaults and
+// opts applied, closed when the test ends.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.Addr}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Kill sends SIGKILL to the server and waits for it to exit. Safe to call
+// more than once.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// Restart starts the server again on the same port after Kill, with an
+// empty dataset (nothing is persisted).
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // the port may linger for a moment
+	}
+	s.t.Fatalf("redistest: restart on %s: %v", s.Addr, err)
+}
+
+// Stop kills the server; it is registered with t.Cleanup by Start.
+func (s *Server) Stop() { s.Kill() }

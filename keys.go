@@ -1,0 +1,57 @@
+package redislock
+
+import "strings"
+
+// DefaultKeyPrefix is the prefix of lock keys unless WithKeyPrefix says
+// otherwise. It is python-redis-lock's: the lock named "reports" lives in the
+// key "lock:reports" and its waiters wait on the list "lock-signal:reports".
+const DefaultKeyPrefix = "lock:"
+
+// keyScheme maps lock names to Redis keys.
+//
+// The lock key is prefix+name, exactly. The signal key's prefix is derived
+// from the lock prefix by dropping one trailing ':' and appending
+// "-signal:", so "lock:" gives python-redis-lock's "lock-signal:" and
+// "_mayan_lock:" gives "_mayan_lock-signal:".
+type keyScheme struct {
+	lockPrefix   string
+	signalPrefix string
+}
+
+func newKeyScheme(prefix string) keyScheme {
+	return keyScheme{
+		lockPrefix:   prefix,
+		signalPrefix: strings.TrimSuffix(prefix, ":") + "-signal:",
+	}
+}
+
+func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + name }
+func (s keyScheme) signalKey(name string) string { return s.signalPrefix + name }
+
+// nameOf returns the lock name of a lock key, and false when key is not a
+// lock key of this scheme (a signal key, when the signal prefix itself
+// starts with the lock prefix, or an unrelated key).
+func (s keyScheme) nameOf(key string) (string, bool) {
+	if !strings.HasPrefix(key, s.lockPrefix) {
+		return "", false
+	}
+	if strings.HasPrefix(s.signalPrefix, s.lockPrefix) && strings.HasPrefix(key, s.signalPrefix) {
+		return "", false
+	}
+	return key[len(s.lockPrefix):], true
+}
+
+// scanPattern is the SCAN MATCH pattern for every lock key of the scheme:
+// the prefix with glob metacharacters escaped, then '*'.
+func (s keyScheme) scanPattern() string {
+	var b strings.Builder
+	for _, r := range s.lockPrefix {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('*')
+	return b.String()
+}

@@ -1,0 +1,206 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Lock is a named lock in Redis, held by at most one owner at a time
+// across every process that uses the same Redis and key prefix, including
+// python-redis-lock processes.
+//
+// A Lock is safe for concurrent use by several goroutines, and holds at
+// most one acquisition at a time: Acquire on a Lock that holds (or is
+// acquiring) returns ErrAlreadyAcquired. Goroutines that each need their
+// turn use a Lock each (or the same name with a Lock per goroutine).
+type Lock struct {
+	client redis.UniversalClient
+	name   string
+	keys   []string // {lock key, signal key}: KEYS of every two-key script
+	id     string
+	autoID bool // id is this Lock's own random id, in no other Lock
+
+	expireMS       string        // ARGV form of the expire; "0" for none
+	signalExpireMS string        // ARGV form of the signal expire
+	maxSlice       time.Duration // longest single BLPOP, below the client's read timeout
+
+	// mu guards state.
+	mu    sync.Mutex
+	state lockState
+}
+
+// lockState is what this Lock value believes; Redis has the last word.
+type lockState int
+
+const (
+	stateIdle      lockState = iota // not held by this Lock
+	stateAcquiring                  // an Acquire or TryAcquire is running
+	stateHeld                       // acquired and not yet released
+)
+
+// New returns a Lock for name on client. It sends nothing to Redis: it only
+// checks its arguments, returning ErrNilClient, ErrInvalidName or an
+// option's error (all matching ErrInvalidArgument), wrapped with the name.
+//
+// client may be a *redis.Client (single node or Sentinel failover), a
+// *redis.ClusterClient or any redis.UniversalClient. For a context
+// deadline or cancellation to interrupt a blocking wait at once, create the
+// client with ContextTimeoutEnabled; without it a waiter notices its
+// context at the end of the current wait slice (at most two seconds).
+func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, error) {
+	if client == nil {
+		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
+	}
+	if name == "" {
+		return nil, ErrInvalidName
+	}
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
+	ks := newKeyScheme(c.prefix)
+	return &Lock{
+		client:         client,
+		name:           name,
+		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
+		id:             c.id,
+		autoID:         !c.idGiven,
+		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
+		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
+		maxSlice:       maxSliceFor(client),
+	}, nil
+}
+
+// Name returns the lock's name, as given to New.
+func (l *Lock) Name() string { return l.name }
+
+// ID returns the owner id this Lock stores in the lock key: the one given
+// with WithID, or its random one.
+func (l *Lock) ID() string { return l.id }
+
+// Key returns the Redis key that holds the lock (by default "lock:"+name).
+func (l *Lock) Key() string { return l.keys[0] }
+
+// Acquire takes the lock, waiting as long as ctx allows while another owner
+// holds it. It returns nil once the lock is held.
+//
+// While it waits it sleeps in BLPOP on the lock's signal list, so a release
+// wakes it at once and a holder that died wakes it when its key expires. If
+// ctx ends first, the error matches both ErrLocked and ctx's error under
+// errors.Is, and the lock was not taken. It returns ErrAlreadyAcquired,
+// without sending anything, if this Lock holds the lock or is acquiring it
+// in another goroutine, and ErrAlreadyAcquired too if the key already holds
+// this Lock's caller-given id (WithID). A Redis error is returned wrapped;
+// the lock is then not held (an attempt whose reply was lost is undone).
+func (l *Lock) Acquire(ctx context.Context) error {
+	return l.run(ctx, true)
+}
+
+// TryAcquire takes the lock if it is free, in one round trip, without
+// waiting. It returns ErrLocked when another owner holds it; its other
+// errors are Acquire's.
+func (l *Lock) TryAcquire(ctx context.Context) error {
+	return l.run(ctx, false)
+}
+
+// run moves the local state to acquiring, acquires, and records the result.
+func (l *Lock) run(ctx context.Context, blocking bool) error {
+	l.mu.Lock()
+	if l.state != stateIdle {
+		l.mu.Unlock()
+		return l.wrap(ErrAlreadyAcquired)
+	}
+	l.state = stateAcquiring
+	l.mu.Unlock()
+
+	err := l.acquire(ctx, blocking)
+
+	l.mu.Lock()
+	if err == nil {
+		l.state = stateHeld
+	} else {
+		l.state = stateIdle
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// Release deletes the lock key if it holds this Lock's id and wakes one
+// waiter. It works from any Lock with the same name and id, not only the
+// one that acquired. It returns ErrNotAcquired, changing nothing, when the
+// key is missing or holds another id (the lock expired or was reset). After
+// Release returns, whatever its result, this Lock may Acquire again.
+func (l *Lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.state == stateHeld {
+		l.state = stateIdle
+	}
+	l.mu.Unlock()
+
+	n, err := releaseScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS).Int64()
+	switch {
+	case err != nil:
+		return l.wrap(fmt.Errorf("release: %w", err))
+	case n != 0:
+		return l.wrap(ErrNotAcquired)
+	}
+	return nil
+}
+
+// Extend sets the lock key's expire to d from now, if the key holds this
+// Lock's id; it works from any Lock with the same name and id. It returns
+// ErrInvalidDuration for d below 1ms (nothing is sent), ErrNotAcquired when
+// the key is missing or holds another id, and ErrNotExpirable when the key
+// has no expire. In those cases the key is unchanged, and a missing key is
+// never recreated.
+func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
+	if d < time.Millisecond {
+		return l.wrap(ErrInvalidDuration)
+	}
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	n, err := extendScript.Run(ctx, l.client, l.keys[:1], l.id, ms).Int64()
+	switch {
+	case err != nil:
+		return l.wrap(fmt.Errorf("extend: %w", err))
+	case n == 1:
+		return l.wrap(ErrNotAcquired)
+	case n == 2:
+		return l.wrap(ErrNotExpirable)
+	}
+	return nil
+}
+
+// Locked reports whether anyone holds the lock: whether its key exists.
+func (l *Lock) Locked(ctx context.Context) (bool, error) {
+	n, err := l.client.Exists(ctx, l.keys[0]).Result()
+	if err != nil {
+		return false, l.wrap(fmt.Errorf("locked: %w", err))
+	}
+	return n == 1, nil
+}
+
+// OwnerID returns the id stored in the lock key: whoever holds the lock.
+// It returns "" and a nil error when the lock is free. The value is
+// returned byte for byte, even when another client stored bytes that are
+// not UTF-8.
+func (l *Lock) OwnerID(ctx context.Context) (string, error) {
+	id, err := l.client.Get(ctx, l.keys[0]).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", l.wrap(fmt.Errorf("owner id: %w", err))
+	}
+	return id, nil
+}
+
+// wrap adds the lock's name to err.
+func (l *Lock) wrap(err error) error {
+	return fmt.Errorf("lock %q: %w", l.name, err)
+}

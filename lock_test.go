@@ -1,0 +1,539 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+func TestTryAcquireBusyThenFree(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		holder := mustNew(t, b.client(), "job")
+		other := mustNew(t, b.client(), "job")
+
+		if err := holder.TryAcquire(ctx); err != nil {
+			t.Fatalf("holder.TryAcquire() = %v, want nil", err)
+		}
+		if err := other.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("other.TryAcquire() while held = %v, want ErrLocked", err)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("holder.Release() = %v, want nil", err)
+		}
+		if err := other.TryAcquire(ctx); err != nil {
+			t.Fatalf("other.TryAcquire() once free = %v, want nil", err)
+		}
+		if got, _ := other.OwnerID(ctx); got != other.ID() {
+			t.Fatalf("OwnerID() = %q, want %q", got, other.ID())
+		}
+	})
+}
+
+func TestAcquireContextEnds(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		holder := mustNew(t, b.client(), "job")
+		if err := holder.Acquire(ctx); err != nil {
+			t.Fatalf("holder.Acquire() = %v", err)
+		}
+		waiter := mustNew(t, b.client(), "job")
+
+		dctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer cancel()
+		err := waiter.Acquire(dctx)
+		if !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire(deadline) = %v, want ErrLocked and DeadlineExceeded", err)
+		}
+
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err = waiter.Acquire(cctx)
+		if !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire(cancelled) = %v, want ErrLocked and Canceled", err)
+		}
+		if got, _ := waiter.OwnerID(ctx); got != holder.ID() {
+			t.Fatalf("after failed waits OwnerID() = %q, want holder %q", got, holder.ID())
+		}
+		// The failed waits left the waiter free to try again.
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := waiter.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire() after release = %v", err)
+		}
+	})
+}
+
+func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		holder := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+		other := mustNew(t, c, "job")
+		if err := holder.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ttlBefore := c.PTTL(ctx, holder.Key()).Val()
+		if err := other.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("other.Release() = %v, want ErrNotAcquired", err)
+		}
+		if got := c.Get(ctx, holder.Key()).Val(); got != holder.ID() {
+			t.Fatalf("value after foreign release = %q, want %q", got, holder.ID())
+		}
+		if got := c.PTTL(ctx, holder.Key()).Val(); got > ttlBefore || got < ttlBefore-5*time.Second {
+			t.Fatalf("PTTL after foreign release = %v, want about %v", got, ttlBefore)
+		}
+		if n := c.Exists(ctx, "lock-signal:job").Val(); n != 0 {
+			t.Fatalf("foreign release pushed a signal (EXISTS = %d)", n)
+		}
+		// Releasing a free lock is ErrNotAcquired too.
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("second Release() = %v, want ErrNotAcquired", err)
+		}
+	})
+}
+
+func TestSharedIDExtendsAndReleases(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		first := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
+		if err := first.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second := mustNew(t, c, "job", redislock.WithID(first.ID()))
+		if err := second.Extend(ctx, time.Minute); err != nil {
+			t.Fatalf("second.Extend() = %v, want nil", err)
+		}
+		if got := c.PTTL(ctx, first.Key()).Val(); got <= 10*time.Second {
+			t.Fatalf("PTTL after extend by id = %v, want > 10s", got)
+		}
+		if err := second.Release(ctx); err != nil {
+			t.Fatalf("second.Release() = %v, want nil", err)
+		}
+		if n := c.Exists(ctx, first.Key()).Val(); n != 0 {
+			t.Fatal("key still exists after release by id")
+		}
+	})
+}
+
+func TestAlreadyAcquired(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		a := mustNew(t, c, "job", redislock.WithID("worker-1"))
+		if err := a.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The same Lock again: refused locally.
+		if err := a.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("Acquire() on a held Lock = %v, want ErrAlreadyAcquired", err)
+		}
+		if err := a.TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("TryAcquire() on a held Lock = %v, want ErrAlreadyAcquired", err)
+		}
+		// Another Lock with the same caller-given id: refused by the script,
+		// blocking or not, rather than waiting for itself.
+		twin := mustNew(t, c, "job", redislock.WithID("worker-1"))
+		if err := twin.TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("twin.TryAcquire() = %v, want ErrAlreadyAcquired", err)
+		}
+		if err := twin.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("twin.Acquire() = %v, want ErrAlreadyAcquired", err)
+		}
+		if got := c.Get(ctx, a.Key()).Val(); got != "worker-1" {
+			t.Fatalf("value = %q, want worker-1", got)
+		}
+	})
+}
+
+// A lost reply retried by go-redis finds our own random id in the key: that
+// is success, not "busy".
+func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		l := mustNew(t, c, "job")
+		c.Set(ctx, l.Key(), l.ID(), 0) // as if a first try had run unseen
+		if err := l.TryAcquire(ctx); err != nil {
+			t.Fatalf("TryAcquire() with own id in key = %v, want nil", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release() = %v", err)
+		}
+	})
+}
+
+func TestExtend(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+
+		// Sub-second expires work in acquire and extend.
+		l := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond))
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.PTTL(ctx, l.Key()).Val(); got <= 0 || got > 300*time.Millisecond {
+			t.Fatalf("PTTL after acquire = %v, want in (0, 300ms]", got)
+		}
+		if err := l.Extend(ctx, 900*time.Millisecond); err != nil {
+			t.Fatalf("Extend(900ms) = %v", err)
+		}
+		if got := c.PTTL(ctx, l.Key()).Val(); got <= 300*time.Millisecond || got > 900*time.Millisecond {
+			t.Fatalf("PTTL after Extend(900ms) = %v, want in (300ms, 900ms]", got)
+		}
+		// Extend replaces the TTL; it does not add to it.
+		if err := l.Extend(ctx, 400*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.PTTL(ctx, l.Key()).Val(); got > 400*time.Millisecond {
+			t.Fatalf("PTTL after Extend(400ms) = %v, want <= 400ms", got)
+		}
+
+		// By a non-owner: refused, TTL unchanged.
+		other := mustNew(t, c, "job")
+		before := c.PTTL(ctx, l.Key()).Val()
+		if err := other.Extend(ctx, time.Hour); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("other.Extend() = %v, want ErrNotAcquired", err)
+		}
+		if got := c.PTTL(ctx, l.Key()).Val(); got > before {
+			t.Fatalf("PTTL after foreign extend = %v, want <= %v", got, before)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A missing key is not recreated.
+		if err := l.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Extend() after release = %v, want ErrNotAcquired", err)
+		}
+		if n := c.Exists(ctx, l.Key()).Val(); n != 0 {
+			t.Fatal("Extend recreated a released key")
+		}
+
+		// A lock without expire cannot be extended.
+		forever := mustNew(t, c, "forever")
+		if err := forever.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := forever.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotExpirable) {
+			t.Fatalf("Extend() without expire = %v, want ErrNotExpirable", err)
+		}
+		if got := c.PTTL(ctx, forever.Key()).Val(); got != -1*time.Nanosecond && got != -1*time.Millisecond {
+			t.Fatalf("PTTL of lock without expire = %v, want -1 (none)", got)
+		}
+	})
+}
+
+func TestLockedOwnerIDAndStoredValue(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		l := mustNew(t, c, "job")
+		if ok, err := l.Locked(ctx); ok || err != nil {
+			t.Fatalf("Locked() on free lock = %v, %v; want false, nil", ok, err)
+		}
+		if id, err := l.OwnerID(ctx); id != "" || err != nil {
+			t.Fatalf("OwnerID() on free lock = %q, %v; want \"\", nil", id, err)
+		}
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := l.Locked(ctx); !ok || err != nil {
+			t.Fatalf("Locked() on held lock = %v, %v; want true, nil", ok, err)
+		}
+		id, err := l.OwnerID(ctx)
+		if err != nil || id != l.ID() {
+			t.Fatalf("OwnerID() = %q, %v; want %q", id, err, l.ID())
+		}
+		if got := c.Get(ctx, "lock:job").Val(); got != l.ID() {
+			t.Fatalf("stored value = %q, want ID() %q", got, l.ID())
+		}
+		if len(l.ID()) != 36 {
+			t.Fatalf("random ID() = %q, want a 36-character UUID", l.ID())
+		}
+	})
+}
+
+func TestNonUTF8OwnerValue(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		const alien = "\xff\xfe\x00id"
+		c.Set(ctx, "lock:job", alien, 0)
+		l := mustNew(t, c, "job")
+		if id, err := l.OwnerID(ctx); err != nil || id != alien {
+			t.Fatalf("OwnerID() = %q, %v; want %q", id, err, alien)
+		}
+		if ok, err := l.Locked(ctx); !ok || err != nil {
+			t.Fatalf("Locked() = %v, %v; want true", ok, err)
+		}
+		if err := l.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire() = %v, want ErrLocked", err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Release() = %v, want ErrNotAcquired", err)
+		}
+		if err := l.Reset(ctx); err != nil {
+			t.Fatalf("Reset() = %v", err)
+		}
+		if err := l.TryAcquire(ctx); err != nil {
+			t.Fatalf("TryAcquire() after reset = %v", err)
+		}
+	})
+}
+
+// The keys and values are python-redis-lock's, byte for byte.
+func TestWireFormat(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		l := mustNew(t, c, "reports", redislock.WithExpire(5*time.Second), redislock.WithID("worker-7"),
+			redislock.WithSignalExpire(1500*time.Millisecond))
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if keys := c.Keys(ctx, "*").Val(); len(keys) != 1 || keys[0] != "lock:reports" {
+			t.Fatalf("keys while held = %q, want [lock:reports]", keys)
+		}
+		if typ := c.Type(ctx, "lock:reports").Val(); typ != "string" {
+			t.Fatalf("TYPE lock:reports = %q, want string", typ)
+		}
+		if got := c.Get(ctx, "lock:reports").Val(); got != "worker-7" {
+			t.Fatalf("GET lock:reports = %q, want worker-7", got)
+		}
+		if got := c.PTTL(ctx, "lock:reports").Val(); got <= 4*time.Second || got > 5*time.Second {
+			t.Fatalf("PTTL lock:reports = %v, want about 5s", got)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if keys := c.Keys(ctx, "*").Val(); len(keys) != 1 || keys[0] != "lock-signal:reports" {
+			t.Fatalf("keys after release = %q, want [lock-signal:reports]", keys)
+		}
+		if got := c.LRange(ctx, "lock-signal:reports", 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+			t.Fatalf("signal list = %q, want [1]", got)
+		}
+		if got := c.PTTL(ctx, "lock-signal:reports").Val(); got <= 0 || got > 1500*time.Millisecond {
+			t.Fatalf("PTTL lock-signal:reports = %v, want in (0, 1.5s]", got)
+		}
+
+		// The prefix option sets the lock key exactly.
+		m := mustNew(t, c, "ocr-42", redislock.WithKeyPrefix("_mayan_lock:"))
+		if err := m.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Get(ctx, "_mayan_lock:ocr-42").Val(); got != m.ID() {
+			t.Fatalf("GET _mayan_lock:ocr-42 = %q, want %q", got, m.ID())
+		}
+		if err := m.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.LLen(ctx, "_mayan_lock-signal:ocr-42").Val(); n != 1 {
+			t.Fatalf("LLEN _mayan_lock-signal:ocr-42 = %d, want 1", n)
+		}
+	})
+}
+
+// A lock taken the way other clients take it (SET NX PX, as Mayan EDMS and
+// python-redis-lock do) excludes us, and theirs excludes ours.
+func TestForeignHolder(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		if ok := c.SetNX(ctx, "_mayan_lock:doc-1", "mayan-worker", time.Minute).Val(); !ok {
+			t.Fatal("foreign SET NX failed")
+		}
+		l := mustNew(t, c, "doc-1", redislock.WithKeyPrefix("_mayan_lock:"))
+		if err := l.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire() over a foreign holder = %v, want ErrLocked", err)
+		}
+		c.Del(ctx, "_mayan_lock:doc-1") // the foreign compare-and-delete
+		if err := l.TryAcquire(ctx); err != nil {
+			t.Fatalf("TryAcquire() after foreign release = %v", err)
+		}
+		if ok := c.SetNX(ctx, "_mayan_lock:doc-1", "mayan-worker", time.Minute).Val(); ok {
+			t.Fatal("foreign SET NX succeeded while we hold the lock")
+		}
+	})
+}
+
+func TestSignalListStaysSmallAndExpires(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		l := mustNew(t, c, "job", redislock.WithSignalExpire(50*time.Millisecond))
+		for i := 0; i < 20; i++ {
+			if err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.LLen(ctx, "lock-signal:job").Val(); n != 1 {
+				t.Fatalf("after release %d LLEN signal = %d, want 1", i, n)
+			}
+		}
+		// Without a waiter the signal disappears after the signal expire.
+		if b.mini != nil {
+			b.mini.FastForward(50 * time.Millisecond)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Exists(ctx, "lock-signal:job").Val() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("signal list still exists 5s after its 50ms expire")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func TestResetAndResetAll(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		var locks []*redislock.Lock
+		for _, name := range []string{"a", "b", "with space", "glob*[?]"} {
+			l := mustNew(t, c, name)
+			if err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			locks = append(locks, l)
+		}
+		other := mustNew(t, c, "c", redislock.WithKeyPrefix("other:"))
+		if err := other.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Set(ctx, "lockx", "not a lock", 0)
+		c.Set(ctx, "app:lock:a", "not a lock", 0)
+
+		if err := locks[0].Reset(ctx); err != nil {
+			t.Fatalf("Reset() = %v", err)
+		}
+		if n := c.Exists(ctx, "lock:a").Val(); n != 0 {
+			t.Fatal("lock:a exists after Reset")
+		}
+		if err := locks[0].Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Release() after Reset = %v, want ErrNotAcquired", err)
+		}
+
+		n, err := redislock.ResetAll(ctx, c)
+		if err != nil || n != 3 {
+			t.Fatalf("ResetAll() = %d, %v; want 3, nil", n, err)
+		}
+		for _, key := range []string{"lock:b", "lock:with space", "lock:glob*[?]"} {
+			if c.Exists(ctx, key).Val() != 0 {
+				t.Fatalf("%s exists after ResetAll", key)
+			}
+			sig := "lock-signal:" + key[len("lock:"):]
+			if got := c.LRange(ctx, sig, 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+				t.Fatalf("%s = %q after ResetAll, want [1]", sig, got)
+			}
+		}
+		for _, key := range []string{"other:c", "lockx", "app:lock:a"} {
+			if c.Exists(ctx, key).Val() != 1 {
+				t.Fatalf("ResetAll deleted %s, outside its prefix", key)
+			}
+		}
+		// A prefix with glob characters matches itself only.
+		star := mustNew(t, c, "x", redislock.WithKeyPrefix("l*:"))
+		if err := star.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("l*:")); err != nil || n != 1 {
+			t.Fatalf("ResetAll(l*:) = %d, %v; want 1, nil", n, err)
+		}
+		if c.Exists(ctx, "other:c").Val() != 1 {
+			t.Fatal("ResetAll(l*:) deleted other:c")
+		}
+	})
+}
+
+// A client hook that counts the commands sent, to show that refused calls
+// send nothing.
+type countHook struct{ n int }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n++; return next(ctx, cmd) }
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n += len(cmds); return next(ctx, cmds) }
+}
+
+func TestBadInput(t *testing.T) {
+	b := miniBackend(t)
+	c := b.client()
+	hook := &countHook{}
+	c.AddHook(hook)
+
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		lock   string
+		opts   []redislock.Option
+		want   error
+	}{
+		{"nil client", nil, "job", nil, redislock.ErrNilClient},
+		{"empty name", c, "", nil, redislock.ErrInvalidName},
+		{"negative expire", c, "job", []redislock.Option{redislock.WithExpire(-time.Second)}, redislock.ErrInvalidExpire},
+		{"expire under 1ms", c, "job", []redislock.Option{redislock.WithExpire(999 * time.Microsecond)}, redislock.ErrInvalidExpire},
+		{"zero signal expire", c, "job", []redislock.Option{redislock.WithSignalExpire(0)}, redislock.ErrInvalidSignalExpire},
+		{"signal expire under 1ms", c, "job", []redislock.Option{redislock.WithSignalExpire(time.Microsecond)}, redislock.ErrInvalidSignalExpire},
+		{"negative signal expire", c, "job", []redislock.Option{redislock.WithSignalExpire(-time.Second)}, redislock.ErrInvalidSignalExpire},
+		{"empty id", c, "job", []redislock.Option{redislock.WithID("")}, redislock.ErrInvalidID},
+		{"empty prefix", c, "job", []redislock.Option{redislock.WithKeyPrefix("")}, redislock.ErrInvalidPrefix},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := redislock.New(tt.client, tt.lock, tt.opts...)
+			if !errors.Is(err, tt.want) || !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("New() = %v, want %v (an ErrInvalidArgument)", err, tt.want)
+			}
+			if l != nil {
+				t.Fatalf("New() returned a Lock with error %v", err)
+			}
+		})
+	}
+
+	ctx := ctxT(t)
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
+	for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+		if err := l.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
+			t.Errorf("Extend(%v) = %v, want ErrInvalidDuration", d, err)
+		}
+	}
+	if _, err := redislock.ResetAll(ctx, nil); !errors.Is(err, redislock.ErrNilClient) {
+		t.Errorf("ResetAll(nil) = %v, want ErrNilClient", err)
+	}
+	if _, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("")); !errors.Is(err, redislock.ErrInvalidPrefix) {
+		t.Errorf("ResetAll(prefix \"\") = %v, want ErrInvalidPrefix", err)
+	}
+	if hook.n != 0 {
+		t.Fatalf("refused calls sent %d commands, want 0", hook.n)
+	}
+	if keys := b.mini.Keys(); len(keys) != 0 {
+		t.Fatalf("refused calls wrote keys %q", keys)
+	}
+
+	// Acquire on a Lock that holds: refused before any command.
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sent := hook.n
+	if err := l.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+		t.Fatalf("second Acquire() = %v, want ErrAlreadyAcquired", err)
+	}
+	if hook.n != sent {
+		t.Fatalf("second Acquire() sent %d commands, want 0", hook.n-sent)
+	}
+}

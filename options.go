@@ -1,0 +1,97 @@
+package redislock
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DefaultSignalExpire is how long the wake-up signal of a released lock
+// stays in Redis when no WithSignalExpire is given. It is python-redis-lock's
+// default (1000 ms).
+const DefaultSignalExpire = time.Second
+
+// An Option configures a Lock in New (and the key scheme in ResetAll).
+// Options are checked by New, which returns an error wrapping
+// ErrInvalidArgument for any bad value; an option never fails later.
+type Option func(*config)
+
+// config is what the options set; New validates it once.
+type config struct {
+	expire       time.Duration
+	id           string
+	idGiven      bool
+	signalExpire time.Duration
+	prefix       string
+}
+
+func newConfig(opts []Option) config {
+	c := config{signalExpire: DefaultSignalExpire, prefix: DefaultKeyPrefix}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	return c
+}
+
+// WithExpire sets how long the lock key lives after an acquire (or an
+// Extend) before Redis deletes it, so that a crashed holder cannot keep the
+// lock forever. Redis counts it in whole milliseconds (fractions are
+// dropped).
+//
+// The default, and 0, mean the key never expires, as Python's expire=None:
+// a holder that dies without releasing keeps the lock until Reset. A
+// negative value, or a positive one below 1ms, makes New return
+// ErrInvalidExpire.
+func WithExpire(d time.Duration) Option {
+	return func(c *config) { c.expire = d }
+}
+
+// WithID sets the owner id stored in the lock key. Lock values created with
+// the same name and id act as one owner: any of them can Extend or Release
+// the lock that another acquired, and an acquire that finds the id already
+// in the key returns ErrAlreadyAcquired.
+//
+// The default is a random UUIDv4 (122 random bits from crypto/rand), unique
+// to the Lock. An empty id makes New return ErrInvalidID. Ids are stored
+// as-is; python-redis-lock reads them as ASCII.
+func WithID(id string) Option {
+	return func(c *config) { c.id, c.idGiven = id, true }
+}
+
+// WithSignalExpire sets how long the wake-up signal pushed by a release
+// stays in Redis when no waiter takes it (Python's signal_expire). The
+// default is DefaultSignalExpire (1 s). A value below 1ms makes New return
+// ErrInvalidSignalExpire.
+func WithSignalExpire(d time.Duration) Option {
+	return func(c *config) { c.signalExpire = d }
+}
+
+// WithKeyPrefix sets the lock key's prefix exactly: the lock named name
+// lives in prefix+name. The signal list's prefix follows from it: one
+// trailing ':' is dropped and "-signal:" appended. The default is
+// DefaultKeyPrefix ("lock:", giving "lock-signal:"), python-redis-lock's.
+// With "_mayan_lock:" the lock key is the one Mayan EDMS workers take with
+// SET NX PX. An empty prefix makes New return ErrInvalidPrefix.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// validate checks the configuration and fills in the random id.
+func (c *config) validate() error {
+	switch {
+	case c.expire < 0 || (c.expire > 0 && c.expire < time.Millisecond):
+		return ErrInvalidExpire
+	case c.signalExpire < time.Millisecond:
+		return ErrInvalidSignalExpire
+	case c.prefix == "":
+		return ErrInvalidPrefix
+	case c.idGiven && c.id == "":
+		return ErrInvalidID
+	}
+	if !c.idGiven {
+		c.id = uuid.NewString()
+	}
+	return nil
+}

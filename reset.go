@@ -1,0 +1,86 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scanCount is the COUNT hint of each SCAN step in ResetAll.
+const scanCount = 1000
+
+// Reset deletes the lock key whoever holds it and wakes one waiter, like
+// python-redis-lock's reset. It is for administration and recovery: the
+// holder is not told, and its Release will return ErrNotAcquired. Reset on
+// a free lock still pushes a wake-up signal, which does no harm.
+func (l *Lock) Reset(ctx context.Context) error {
+	if err := resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS).Err(); err != nil {
+		return l.wrap(fmt.Errorf("reset: %w", err))
+	}
+	return nil
+}
+
+// ResetAll resets every lock under the key prefix (WithKeyPrefix; by default
+// python-redis-lock's "lock:") and wakes one waiter of each. It walks the
+// keyspace with SCAN, never KEYS, on every master of a cluster client, and
+// touches only string keys whose name starts with the prefix: glob
+// characters in the prefix are escaped, and the signal lists and other keys
+// are left alone. Only WithKeyPrefix and WithSignalExpire apply; a bad
+// value is an error matching ErrInvalidArgument, returned before any
+// command is sent.
+//
+// It returns how many lock keys it deleted. On a Redis error it stops and
+// returns the count so far with the error. Locks taken while it runs may or
+// may not be reset, as SCAN guarantees.
+func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
+	if client == nil {
+		return 0, ErrNilClient
+	}
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	ks := newKeyScheme(c.prefix)
+	signalExpireMS := strconv.FormatInt(c.signalExpire.Milliseconds(), 10)
+
+	resetOn := func(ctx context.Context, node redis.UniversalClient) (int, error) {
+		n := 0
+		iter := node.ScanType(ctx, 0, ks.scanPattern(), scanCount, "string").Iterator()
+		for iter.Next(ctx) {
+			name, ok := ks.nameOf(iter.Val())
+			if !ok {
+				continue
+			}
+			keys := []string{ks.lockKey(name), ks.signalKey(name)}
+			deleted, err := resetScript.Run(ctx, node, keys, signalExpireMS).Int()
+			if err != nil {
+				return n, fmt.Errorf("redislock: reset all: %w", err)
+			}
+			n += deleted
+		}
+		if err := iter.Err(); err != nil {
+			return n, fmt.Errorf("redislock: reset all: scan: %w", err)
+		}
+		return n, nil
+	}
+
+	cluster, ok := client.(*redis.ClusterClient)
+	if !ok {
+		return resetOn(ctx, client)
+	}
+	var (
+		mu    sync.Mutex
+		total int
+	)
+	err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+		n, err := resetOn(ctx, master)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	})
+	return total, err
+}

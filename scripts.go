@@ -1,0 +1,77 @@
+package redislock
+
+import (
+	_ "embed"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts, one per file in lua/, each with a header listing its KEYS
+// and ARGV. Every ownership decision is made inside a script by comparing
+// the stored id; nothing user-supplied is spliced into Lua source. Scripts
+// are run with EVALSHA, falling back to EVAL when Redis has not cached them
+// (go-redis Script.Run).
+var (
+	//go:embed lua/acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed lua/release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed lua/extend.lua
+	extendLua    string
+	extendScript = redis.NewScript(extendLua)
+
+	//go:embed lua/reset.lua
+	resetLua    string
+	resetScript = redis.NewScript(resetLua)
+
+	//go:embed lua/giveback.lua
+	givebackLua    string
+	givebackScript = redis.NewScript(givebackLua)
+)
+
+// acquireStatus is the first element of the acquire script's reply.
+type acquireStatus int64
+
+const (
+	statusAcquired acquireStatus = 0 // the key was free and is now ours
+	statusBusy     acquireStatus = 1 // another id holds it
+	statusOurs     acquireStatus = 2 // it already holds our id
+)
+
+// acquireResult is the acquire script's reply.
+type acquireResult struct {
+	status acquireStatus
+	pttl   int64 // holder's remaining TTL in ms; -1 when it never expires
+}
+
+var errBadReply = errors.New("redislock: unexpected reply from Redis")
+
+// parseAcquire decodes the acquire script's {status, pttl} reply.
+func parseAcquire(cmd *redis.Cmd) (acquireResult, error) {
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	if len(vals) != 2 || vals[0] < 0 || vals[0] > 2 {
+		return acquireResult{}, errBadReply
+	}
+	return acquireResult{status: acquireStatus(vals[0]), pttl: vals[1]}, nil
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply to EVALSHA.
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// isReply reports whether err is a reply from Redis (the command ran, or was
+// refused, and the connection is fine), as opposed to a transport or
+// context error after which the command may or may not have run.
+func isReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}

@@ -1,0 +1,163 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiting for a lock.
+//
+// A waiter never polls. After a failed try it sends, in one pipeline,
+// BLPOP on the signal list with a timeout (the slice) followed by the next
+// try-acquire; Redis runs the try the instant BLPOP returns, so a woken
+// waiter learns in the same round trip whether it now holds the lock. A
+// release pushes one element onto the signal list, which wakes exactly one
+// waiter.
+
+const (
+	// defaultMaxSlice caps one BLPOP, so that a lock without expire is
+	// re-checked now and then and a dead connection is noticed.
+	defaultMaxSlice = 2 * time.Second
+
+	// minSlice is the shortest BLPOP sent: never 0, which Redis reads as
+	// "block forever" and for which go-redis sets no read deadline.
+	minSlice = time.Millisecond
+
+	// cleanupTimeout bounds the giveback script run after a lost reply.
+	cleanupTimeout = 2 * time.Second
+)
+
+// maxSliceFor returns the longest BLPOP that client's read timeout lets
+// through: a blocking command that outlasts the read timeout fails with an
+// i/o timeout (pipelined or not), so slices stay at two thirds of it.
+func maxSliceFor(client redis.UniversalClient) time.Duration {
+	var rt time.Duration
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }:
+		rt = c.Options().ReadTimeout
+	case interface{ Options() *redis.ClusterOptions }:
+		rt = c.Options().ReadTimeout
+	case interface{ Options() *redis.RingOptions }:
+		rt = c.Options().ReadTimeout
+	default:
+		rt = 3 * time.Second // go-redis's default
+	}
+	if rt <= 0 { // -1 and -2: no read deadline at all
+		return defaultMaxSlice
+	}
+	return max(min(defaultMaxSlice, rt*2/3), minSlice)
+}
+
+// acquire tries to take the lock and, when blocking, waits for it. It
+// returns nil when the lock is held.
+func (l *Lock) acquire(ctx context.Context, blocking bool) error {
+	if err := ctx.Err(); err != nil {
+		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	}
+	res, err := l.try(ctx)
+	for {
+		if err != nil {
+			return l.fail(ctx, err)
+		}
+		switch res.status {
+		case statusAcquired:
+			return nil
+		case statusOurs:
+			// Only a lost reply to our own earlier try (retried by go-redis)
+			// can have put a Lock's random id in the key.
+			if l.autoID {
+				return nil
+			}
+			return l.wrap(ErrAlreadyAcquired)
+		}
+		if !blocking {
+			return l.wrap(ErrLocked)
+		}
+		if err := ctx.Err(); err != nil {
+			return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+		}
+		res, err = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
+	}
+}
+
+// try runs the acquire script once.
+func (l *Lock) try(ctx context.Context) (acquireResult, error) {
+	return parseAcquire(acquireScript.Run(ctx, l.client, l.keys[:1], l.id, l.expireMS))
+}
+
+// slice is how long the next BLPOP may block: no longer than the holder's
+// remaining TTL (its waiters wake when a dead holder's key expires), the
+// time left on ctx, and maxSlice; never less than minSlice.
+func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
+	d := l.maxSlice
+	if pttl > 0 {
+		d = min(d, time.Duration(pttl)*time.Millisecond)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline))
+	}
+	return max(d, minSlice)
+}
+
+// waitAndTry sends BLPOP on the signal list for d and, in the same
+// pipeline, the next try-acquire.
+func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, error) {
+	pipe := l.client.Pipeline()
+	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
+	tryCmd := acquireScript.EvalSha(ctx, pipe, l.keys[:1], l.id, l.expireMS)
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+
+	res, err := parseAcquire(tryCmd)
+	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && err == nil {
+		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
+		// so carrying on would spin. The try's result stands if it won.
+		if res.status == statusBusy {
+			return res, fmt.Errorf("wait on %q: %w", l.keys[1], perr)
+		}
+	}
+	if isNoScript(err) {
+		// Redis's script cache was empty (a restart, SCRIPT FLUSH): the
+		// BLPOP has run; try again with EVAL, which also reloads it.
+		return l.try(ctx)
+	}
+	return res, err
+}
+
+// fail turns an error from an acquire attempt into Acquire's result. When
+// the error is not a reply from Redis (a broken connection, an ended
+// context) the attempt may have run without our hearing of it: it may hold
+// the lock for us, or a wake-up signal may have been consumed on our
+// behalf. The giveback script, on a context of its own, undoes both.
+func (l *Lock) fail(ctx context.Context, err error) error {
+	if !isReply(err) {
+		l.giveBack(ctx)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, cerr))
+	}
+	return l.wrap(fmt.Errorf("acquire: %w", err))
+}
+
+// giveBack releases the lock if it holds our random id and pushes the
+// signal back if the lock is free. Errors are dropped: the lock's expire
+// is then the backstop, and the waiters' slices are bounded by it.
+func (l *Lock) giveBack(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	own := "0"
+	if l.autoID {
+		own = "1"
+	}
+	givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, own)
+}
+
+// formatSeconds renders d as the float seconds BLPOP takes, to the
+// millisecond (go-redis's BLPop helper would round it up to whole seconds).
+func formatSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+}
