@@ -1,0 +1,407 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// acquireAsync starts l.Acquire(ctx) and returns a channel that receives its
+// error and the time it returned.
+func acquireAsync(ctx context.Context, l *redislock.Lock) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		err := l.Acquire(ctx)
+		ch <- acquired{err: err, at: time.Now()}
+	}()
+	return ch
+}
+
+type acquired struct {
+	err error
+	at  time.Time
+}
+
+// receive waits for an acquireAsync result, failing t after 20 s.
+func receive(t *testing.T, ch <-chan acquired) acquired {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("Acquire did not return within 20s")
+		return acquired{}
+	}
+}
+
+// A blocked waiter is woken by the release, long before its BLPOP slice
+// would have ended. Without the signal (the broken variant, a raw DEL) the
+// same waiter sleeps out its slice: the check can fail.
+func TestReleaseWakesWaiter(t *testing.T) {
+	const slice = 1500 * time.Millisecond // the waiter's deadline caps its slice
+	for _, tc := range []struct {
+		name     string
+		release  func(ctx context.Context, c *redis.Client, l *redislock.Lock) error
+		wantFast bool
+	}{
+		{"release", func(ctx context.Context, _ *redis.Client, l *redislock.Lock) error { return l.Release(ctx) }, true},
+		{"broken/delete without signal", func(ctx context.Context, c *redis.Client, l *redislock.Lock) error {
+			return c.Del(ctx, l.Key()).Err()
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			holder := mustNew(t, s.Client(), "job")
+			if err := holder.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waiter := mustNew(t, s.Client(), "job")
+			wctx, cancel := context.WithTimeout(ctx, slice+time.Second)
+			defer cancel()
+			done := acquireAsync(wctx, waiter)
+			waitBlocked(t, admin, 1)
+
+			released := time.Now()
+			if err := tc.release(ctx, admin, holder); err != nil {
+				t.Fatal(err)
+			}
+			r := receive(t, done)
+			if r.err != nil {
+				t.Fatalf("waiter.Acquire() = %v", r.err)
+			}
+			woke := r.at.Sub(released)
+			t.Logf("release -> waiter holding: %v", woke)
+			if fast := woke < slice/2; fast != tc.wantFast {
+				t.Fatalf("waiter held the lock %v after the release; want fast=%v (slice %v)", woke, tc.wantFast, slice)
+			}
+		})
+	}
+}
+
+// A holder that dies without releasing: its waiters wake when its key
+// expires (their slice is capped by its PTTL), not a slice or a whole
+// expire of their own later.
+func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		opts []redislock.Option
+	}{
+		{"waiter without expire", nil},
+		{"waiter with a long expire", []redislock.Option{redislock.WithExpire(30 * time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			holder := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl))
+			start := time.Now()
+			if err := holder.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The holder "crashes": it never releases.
+			waiter := mustNew(t, s.Client(), "job", tc.opts...)
+			r := receive(t, acquireAsync(ctx, waiter))
+			if r.err != nil {
+				t.Fatalf("waiter.Acquire() = %v", r.err)
+			}
+			took := r.at.Sub(start)
+			t.Logf("holder acquired -> waiter holding: %v (ttl %v)", took, ttl)
+			if took < ttl-50*time.Millisecond || took > ttl+time.Second {
+				t.Fatalf("waiter acquired %v after the holder, want within [ttl, ttl+1s] = [%v, %v]", took, ttl, ttl+time.Second)
+			}
+		})
+	}
+}
+
+func TestResetWakesWaiter(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter := mustNew(t, s.Client(), "job")
+	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	done := acquireAsync(wctx, waiter)
+	waitBlocked(t, admin, 1)
+
+	reset := time.Now()
+	if err := mustNew(t, admin, "job").Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done)
+	if r.err != nil || r.at.Sub(reset) > time.Second {
+		t.Fatalf("waiter after Reset: err %v after %v; want nil within 1s", r.err, r.at.Sub(reset))
+	}
+	if err := holder.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("holder.Release() after Reset = %v, want ErrNotAcquired", err)
+	}
+}
+
+func TestResetAllWakesWaiters(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	names := []string{"a", "b", "c"}
+	var waits []<-chan acquired
+	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	for i, name := range names {
+		if err := mustNew(t, s.Client(), name).Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, acquireAsync(wctx, mustNew(t, s.Client(), name)))
+		waitBlocked(t, admin, i+1)
+	}
+	reset := time.Now()
+	if n, err := redislock.ResetAll(ctx, admin); err != nil || n != 3 {
+		t.Fatalf("ResetAll() = %d, %v; want 3, nil", n, err)
+	}
+	for i, ch := range waits {
+		r := receive(t, ch)
+		if r.err != nil || r.at.Sub(reset) > time.Second {
+			t.Fatalf("waiter of %s after ResetAll: err %v after %v; want nil within 1s", names[i], r.err, r.at.Sub(reset))
+		}
+	}
+}
+
+// Wake-ups cross the language boundary: a release done the way
+// python-redis-lock's unlock script does it wakes our waiter, and our
+// release wakes a waiter that BLPOPs the signal list as Python does.
+func TestPythonProtocolWakeUps(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	py := s.Client() // plays the Python process
+
+	// Python holds (SET NX EX, its acquire), we wait.
+	if !py.SetNX(ctx, "lock:shared", "python-id", 10*time.Second).Val() {
+		t.Fatal("python SET NX failed")
+	}
+	waiter := mustNew(t, s.Client(), "shared")
+	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	done := acquireAsync(wctx, waiter)
+	waitBlocked(t, py, 1)
+	released := time.Now()
+	if _, err := py.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, "lock-signal:shared")
+		p.LPush(ctx, "lock-signal:shared", 1)
+		p.PExpire(ctx, "lock-signal:shared", time.Second)
+		p.Del(ctx, "lock:shared")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done)
+	if r.err != nil || r.at.Sub(released) > time.Second {
+		t.Fatalf("Go waiter after Python release: err %v after %v; want nil within 1s", r.err, r.at.Sub(released))
+	}
+
+	// We hold, Python waits in BLPOP lock-signal:shared and wakes on our
+	// release.
+	popped := make(chan time.Time, 1)
+	go func() {
+		if err := py.BLPop(ctx, 5*time.Second, "lock-signal:shared").Err(); err == nil {
+			popped <- time.Now()
+		}
+		close(popped)
+	}()
+	waitBlocked(t, py, 1)
+	released = time.Now()
+	if err := waiter.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at, ok := <-popped:
+		if !ok || at.Sub(released) > time.Second {
+			t.Fatalf("Python-style BLPOP after our release: popped %v after %v; want within 1s", ok, at.Sub(released))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Python-style waiter not woken")
+	}
+}
+
+// faultHook fails the first BLPOP pipeline a client sends *after* Redis has
+// run it, as a connection reset after the request would: the signal may
+// have been popped and the try may have taken the lock, but the caller
+// hears only an error. With dropGiveback it also refuses to send the
+// giveback script (the broken variant).
+type faultHook struct {
+	armed        atomic.Bool
+	dropGiveback bool
+	fired        atomic.Int32
+}
+
+var errInjected = errors.New("injected fault: connection reset after the request was sent")
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		// giveback is the only script with two keys and three arguments.
+		isScript := strings.HasPrefix(strings.ToLower(cmd.Name()), "eval")
+		if h.dropGiveback && isScript && len(args) == 8 {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || !strings.EqualFold(cmds[0].Name(), "blpop") || !h.armed.Load() {
+			return next(ctx, cmds)
+		}
+		if err := next(ctx, cmds); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if !h.armed.CompareAndSwap(true, false) {
+			return nil
+		}
+		h.fired.Add(1)
+		for _, cmd := range cmds {
+			cmd.SetErr(errInjected)
+		}
+		return errInjected
+	}
+}
+
+// A waiter whose wake-up reply is lost gives the lock and the signal back,
+// so the next waiter is not left waiting: its lock would otherwise be
+// orphaned (held by an id whose owner returned an error).
+func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		broken      bool
+		wantHandoff bool
+	}{
+		{"giveback", false, true},
+		{"broken/no giveback", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			holder := mustNew(t, s.Client(), "job")
+			if err := holder.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			faulty := s.Client()
+			hook := &faultHook{dropGiveback: tc.broken}
+			faulty.AddHook(hook)
+			hook.armed.Store(true)
+			first := mustNew(t, faulty, "job")
+			firstDone := acquireAsync(ctx, first)
+			waitBlocked(t, admin, 1) // first in line: Redis serves BLPOP in FIFO order
+
+			second := mustNew(t, s.Client(), "job")
+			sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			defer cancel()
+			secondDone := acquireAsync(sctx, second)
+			waitBlocked(t, admin, 2)
+
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, firstDone); !errors.Is(r.err, errInjected) {
+				t.Fatalf("first.Acquire() = %v, want the injected fault", r.err)
+			}
+			if hook.fired.Load() != 1 {
+				t.Fatalf("fault fired %d times, want 1", hook.fired.Load())
+			}
+			r := receive(t, secondDone)
+			if handedOff := r.err == nil; handedOff != tc.wantHandoff {
+				owner, _ := second.OwnerID(ctx)
+				t.Fatalf("second.Acquire() = %v (owner %q, first %q); want handed off = %v",
+					r.err, owner, first.ID(), tc.wantHandoff)
+			}
+		})
+	}
+}
+
+// Mutual exclusion: many goroutines, each with its own client and Lock,
+// increment a counter in Redis non-atomically (GET, then SET) under the
+// lock; no update is lost. Without the lock (the broken variant) the same
+// loop loses updates, so the check can fail.
+func TestMutualExclusionCounter(t *testing.T) {
+	workers, rounds := 120, 10
+	if testing.Short() {
+		workers, rounds = 40, 5
+	}
+	for _, tc := range []struct {
+		name    string
+		locked  bool
+		wantAll bool
+	}{
+		{"locked", true, true},
+		{"broken/unlocked", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			start := make(chan struct{})
+			for w := 0; w < workers; w++ {
+				c := s.Client()
+				l := mustNew(t, c, "counter", redislock.WithExpire(10*time.Second))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for i := 0; i < rounds; i++ {
+						if tc.locked {
+							if err := l.Acquire(ctx); err != nil {
+								errs <- err
+								return
+							}
+						}
+						n, err := c.Get(ctx, "count").Int()
+						if err != nil && !errors.Is(err, redis.Nil) {
+							errs <- err
+							return
+						}
+						if err := c.Set(ctx, "count", n+1, 0).Err(); err != nil {
+							errs <- err
+							return
+						}
+						if tc.locked {
+							if err := l.Release(ctx); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			got, _ := s.Client().Get(ctx, "count").Int()
+			want := workers * rounds
+			t.Logf("counter = %d, want %d", got, want)
+			if (got == want) != tc.wantAll {
+				t.Fatalf("counter = %d of %d increments; want no lost update = %v", got, want, tc.wantAll)
+			}
+		})
+	}
+}
