@@ -1,0 +1,127 @@
+package redislock_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Benchmarks against a real redis-server started for each. Compare the
+// lock's figures with the baselines of the same run (BenchmarkPing,
+// BenchmarkSetNXDel), never with figures from another machine or run:
+//
+//	go test -run '^$' -bench . -benchmem -count 5 .
+
+func BenchmarkPing(b *testing.B) {
+	s := redistest.Start(b)
+	c := s.Client()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSetNXDel is the raw lock a hand-written client would use: SET NX
+// PX, then DEL (without any ownership check).
+func BenchmarkSetNXDel(b *testing.B) {
+	s := redistest.Start(b)
+	c := s.Client()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.SetNX(ctx, "lock:bench", "id", 10*time.Second).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Del(ctx, "lock:bench").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	s := redistest.Start(b)
+	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(10*time.Second))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Acquire(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandoff measures, per iteration, the time from a holder calling
+// Release to a waiter (already blocked in BLPOP, with its own client)
+// returning from Acquire, the same from Release returning (negative when
+// the waiter holds the lock before the releaser hears back), and a PING
+// round trip on the same server. It reports the medians and the ratio of
+// the first to PING; ns/op is not the figure to read (each iteration also
+// waits for the waiter to block).
+//
+//	go test -run '^$' -bench Handoff -benchtime 100x .
+func BenchmarkHandoff(b *testing.B) {
+	s := redistest.Start(b)
+	admin := s.Client()
+	ctx := context.Background()
+	locks := []*redislock.Lock{
+		mustNew(b, s.Client(), "bench", redislock.WithExpire(10*time.Second)),
+		mustNew(b, s.Client(), "bench", redislock.WithExpire(10*time.Second)),
+	}
+	if err := locks[0].Acquire(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var fromCall, fromReturn, pings []time.Duration
+	i := 0
+	for b.Loop() {
+		holder, waiter := locks[i%2], locks[(i+1)%2]
+		i++
+		done := make(chan time.Time, 1)
+		go func() {
+			if err := waiter.Acquire(ctx); err != nil {
+				b.Error(err)
+			}
+			done <- time.Now()
+		}()
+		waitBlocked(b, admin, 1)
+
+		t0 := time.Now()
+		if err := admin.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		pings = append(pings, time.Since(t0))
+
+		called := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		returned := time.Now()
+		held := <-done
+		fromCall = append(fromCall, held.Sub(called))
+		fromReturn = append(fromReturn, held.Sub(returned))
+	}
+	b.StopTimer()
+	if err := locks[i%2].Release(ctx); err != nil {
+		b.Fatal(err)
+	}
+	h, p := median(fromCall), median(pings)
+	b.ReportMetric(float64(h)/1e3, "handoff-p50-µs")
+	b.ReportMetric(float64(median(fromReturn))/1e3, "after-return-p50-µs")
+	b.ReportMetric(float64(p)/1e3, "ping-p50-µs")
+	b.ReportMetric(float64(h)/float64(p), "handoff/ping")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

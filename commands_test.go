@@ -1,0 +1,106 @@
+package redislock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// topLevel keeps the commands the lock sends; commandstats also counts the
+// commands that scripts run inside Redis (get, set, del, ...), and the
+// tests' own INFO.
+func topLevel(d map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, name := range []string{"evalsha", "eval", "blpop", "exists", "script|load"} {
+		if d[name] != 0 {
+			out[name] = d[name]
+		}
+	}
+	return out
+}
+
+// An uncontended acquire+release is two commands: one EVALSHA each.
+func TestCommandsPerUncontendedCycle(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	// Warm up: the first EVALSHA of each script is NOSCRIPT, then EVAL.
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 50
+	before := commandStats(t, admin)
+	for i := 0; i < cycles; i++ {
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := topLevel(delta(before, commandStats(t, admin)))
+	t.Logf("commands for %d cycles: %v", cycles, got)
+	if len(got) != 1 || got["evalsha"] != 2*cycles {
+		t.Fatalf("commands for %d uncontended cycles = %v, want only evalsha=%d", cycles, got, 2*cycles)
+	}
+}
+
+// A hand-off to a waiter that arrives while the lock is held costs four
+// commands: the waiter's first try (EVALSHA), its BLPOP and the try
+// pipelined behind it (EVALSHA), and the holder's release (EVALSHA).
+// Redis counts a BLPOP when it is called, so the count starts before the
+// waiter does.
+func TestCommandsPerHandoff(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	for _, l := range []*redislock.Lock{a, b} { // load the scripts
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin.Del(ctx, "lock-signal:job") // the warm-up's signal would wake the first waiter at once
+	const handoffs = 20
+	holder, waiter := a, b
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var total map[string]int64
+	for i := 0; i < handoffs; i++ {
+		before := commandStats(t, admin)
+		done := acquireAsync(ctx, waiter)
+		waitBlocked(t, admin, 1)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := receive(t, done); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if i == 0 {
+				}
+		d := topLevel(delta(before, commandStats(t, admin)))
+		if total == nil {
+			total = d
+		} else {
+			for k, v := range d {
+				total[k] += v
+			}
+		}
+		holder, waiter = waiter, holder
+	}
+	t.Logf("commands for %d hand-offs (release + wake + try): %v", handoffs, total)
+	if len(total) != 2 || total["evalsha"] != 3*handoffs || total["blpop"] != handoffs {
+		t.Fatalf("commands for %d hand-offs = %v, want evalsha=%d blpop=%d", handoffs, total, 3*handoffs, handoffs)
+	}
+}
