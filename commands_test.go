@@ -88,7 +88,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		if i == 0 {
-				}
+		}
 		d := topLevel(delta(before, commandStats(t, admin)))
 		if total == nil {
 			total = d
