@@ -87,8 +87,6 @@ func TestCommandsPerHandoff(t *testing.T) {
 		if r := receive(t, done); r.err != nil {
 			t.Fatal(r.err)
 		}
-		if i == 0 {
-		}
 		d := topLevel(delta(before, commandStats(t, admin)))
 		if total == nil {
 			total = d
