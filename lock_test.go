@@ -537,3 +537,22 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("second Acquire() sent %d commands, want 0", hook.n-sent)
 	}
 }
+
+// python-redis-lock's test_release_from_nonblocking_getting_expired: a lock
+// that expired cannot be released, and releasing changes nothing.
+func TestReleaseAfterExpiry(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
+	if err := l.TryAcquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mini.FastForward(time.Second)
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Release() after expiry = %v, want ErrNotAcquired", err)
+	}
+	if keys := b.mini.Keys(); len(keys) != 0 {
+		t.Fatalf("Release() after expiry left keys %q", keys)
+	}
+}
