@@ -35,6 +35,45 @@ var (
 	ErrNotExpirable = errors.New("redislock: lock has no expire and cannot be extended")
 )
 
+// Errors about how a hold ended, returned by Lock.Err and used as the cause
+// of Do's context.
+var (
+	// ErrLost is returned by Err once this Lock can no longer show that it
+	// holds the lock. The error also matches the reason: ErrExpired,
+	// ErrTakenOver, ErrUnreachable or ErrMaxHold. Nothing is renewed after
+	// a loss and the key is never recreated.
+	ErrLost = errors.New("redislock: lock lost")
+
+	// ErrExpired is the reason of a loss when the lock key is gone (it
+	// expired, or was deleted by Reset, ResetAll or another client), or
+	// when the expire ran out on the local clock of a Lock without
+	// auto-renewal.
+	ErrExpired = errors.New("redislock: lock key expired or was deleted")
+
+	// ErrTakenOver is the reason of a loss when the lock key holds another
+	// owner's id (it expired and someone else acquired it). That owner's
+	// key is left untouched.
+	ErrTakenOver = errors.New("redislock: lock key holds another owner's id")
+
+	// ErrUnreachable is the reason of a loss when no renewal succeeded
+	// before the lock's expire ran out on the local clock; it wraps the
+	// last Redis error.
+	ErrUnreachable = errors.New("redislock: no renewal succeeded before the expire ran out")
+
+	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the
+	// WithMaxHold limit and the expire then ran out.
+	ErrMaxHold = errors.New("redislock: maximum hold time reached")
+
+	// ErrReleased is returned by Err after Release ended the hold.
+	ErrReleased = errors.New("redislock: lock released")
+
+	// ErrAlreadyStarted means a second auto-renewal was about to start for
+	// one hold (Python's AlreadyStarted). Acquire returns it, and releases
+	// what it took, rather than run two renewal goroutines; a Lock holds one
+	// acquisition at a time, so seeing it means a bug in this package.
+	ErrAlreadyStarted = errors.New("redislock: auto-renewal already started")
+)
+
 // ErrInvalidArgument is matched, under errors.Is, by every error below: bad
 // input to New, an option or a call. Such errors are returned before any
 // Redis command is sent.
@@ -63,6 +102,14 @@ var (
 	// ErrInvalidPrefix is returned by New and ResetAll when WithKeyPrefix is
 	// given an empty prefix (ResetAll would then scan every key).
 	ErrInvalidPrefix = invalid("empty key prefix")
+
+	// ErrInvalidAutoRenewal is returned by New when WithAutoRenewal is given
+	// without an expire: there would be nothing to renew.
+	ErrInvalidAutoRenewal = invalid("auto-renewal needs an expire")
+
+	// ErrInvalidMaxHold is returned by New when WithMaxHold is given without
+	// WithAutoRenewal, or with a duration shorter than the expire.
+	ErrInvalidMaxHold = invalid("max hold needs auto-renewal and must be at least the expire")
 
 	// ErrInvalidDuration is returned by Extend for a duration below one
 	// millisecond, with no Redis command sent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -26,13 +27,18 @@ type Lock struct {
 	id     string
 	autoID bool // id is this Lock's own random id, in no other Lock
 
+	expire         time.Duration // 0: never expires
 	expireMS       string        // ARGV form of the expire; "0" for none
 	signalExpireMS string        // ARGV form of the signal expire
-	maxSlice       time.Duration // longest single BLPOP, below the client's read timeout
+	autoRenewal    bool
+	maxHold        time.Duration // 0: no cap
+	maxSlice       time.Duration // longest single BLPOP
+	neverHeld      chan struct{} // closed; Done before the first acquire
 
-	// mu guards state.
+	// mu guards state and hold.
 	mu    sync.Mutex
 	state lockState
+	hold  *hold // the current or last acquisition; nil before the first
 }
 
 // lockState is what this Lock value believes; Redis has the last word.
@@ -65,16 +71,22 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	ks := newKeyScheme(c.prefix)
-	return &Lock{
+	l := &Lock{
 		client:         client,
 		name:           name,
 		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
 		id:             c.id,
 		autoID:         !c.idGiven,
+		expire:         c.expire,
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
-		maxSlice:       maxSliceFor(client),
-	}, nil
+		autoRenewal:    c.autoRenewal,
+		maxHold:        c.maxHold,
+		maxSlice:       maxSliceFor(client, c.expire),
+		neverHeld:      make(chan struct{}),
+	}
+	close(l.neverHeld)
+	return l, nil
 }
 
 // Name returns the lock's name, as given to New.
@@ -109,21 +121,42 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 	return l.run(ctx, false)
 }
 
-// run moves the local state to acquiring, acquires, and records the result.
+// run moves the local state to acquiring, acquires, and starts the hold.
+// A hold that was lost counts as over: its Lock may acquire again without
+// a Release first.
 func (l *Lock) run(ctx context.Context, blocking bool) error {
 	l.mu.Lock()
-	if l.state != stateIdle {
+	prev := l.hold
+	if l.state == stateAcquiring || (l.state == stateHeld && !prev.ended()) {
 		l.mu.Unlock()
 		return l.wrap(ErrAlreadyAcquired)
 	}
 	l.state = stateAcquiring
 	l.mu.Unlock()
+	if prev != nil {
+		prev.stopRenewal() // a lost hold's goroutine is exiting; wait for it
+		prev.cleanup.Stop()
+	}
 
-	err := l.acquire(ctx, blocking)
+	sent, err := l.acquire(ctx, blocking)
+	var h *hold
+	if err == nil {
+		h = newHold(l, sent)
+		if l.autoRenewal {
+			err = h.startRenewal(sent)
+		}
+		if err != nil {
+			h.end(err)
+			l.giveBack(ctx)
+			err = l.wrap(err)
+		} else {
+			h.cleanup = runtime.AddCleanup(l, abandon, h)
+		}
+	}
 
 	l.mu.Lock()
 	if err == nil {
-		l.state = stateHeld
+		l.state, l.hold = stateHeld, h
 	} else {
 		l.state = stateIdle
 	}
@@ -136,19 +169,38 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 // one that acquired. It returns ErrNotAcquired, changing nothing, when the
 // key is missing or holds another id (the lock expired or was reset). After
 // Release returns, whatever its result, this Lock may Acquire again.
+//
+// Release first stops this Lock's auto-renewal and waits for its goroutine
+// to exit; then Done is closed and Err returns ErrReleased (or, if the key
+// was no longer ours, the loss).
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
+	var h *hold
 	if l.state == stateHeld {
-		l.state = stateIdle
+		l.state, h = stateIdle, l.hold
 	}
 	l.mu.Unlock()
+	if h != nil {
+		h.stopRenewal()
+		h.cleanup.Stop()
+	}
 
 	n, err := releaseScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS).Int64()
 	switch {
 	case err != nil:
-		return l.wrap(fmt.Errorf("release: %w", err))
+		err = fmt.Errorf("release: %w", err)
 	case n != 0:
-		return l.wrap(ErrNotAcquired)
+		err = ErrNotAcquired
+	}
+	if h != nil {
+		if errors.Is(err, ErrNotAcquired) {
+			h.end(lost(ErrExpired))
+		} else {
+			h.end(ErrReleased)
+		}
+	}
+	if err != nil {
+		return l.wrap(err)
 	}
 	return nil
 }
@@ -164,11 +216,20 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		return l.wrap(ErrInvalidDuration)
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	sent := time.Now()
 	n, err := extendScript.Run(ctx, l.client, l.keys[:1], l.id, ms).Int64()
+	if err == nil && n == 0 {
+		l.mu.Lock()
+		h := l.hold
+		l.mu.Unlock()
+		if h != nil {
+			h.extended(sent, d)
+		}
+	}
 	switch {
 	case err != nil:
 		return l.wrap(fmt.Errorf("extend: %w", err))
-	case n == 1:
+	case n == 1 || n == 3:
 		return l.wrap(ErrNotAcquired)
 	case n == 2:
 		return l.wrap(ErrNotExpirable)

@@ -157,15 +157,19 @@ func TestAlreadyAcquired(t *testing.T) {
 }
 
 // A lost reply retried by go-redis finds our own random id in the key: that
-// is success, not "busy".
+// is success, not "busy", and the key gets a fresh expire (the local
+// validity clock starts at the retry).
 func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
-		l := mustNew(t, c, "job")
-		c.Set(ctx, l.Key(), l.ID(), 0) // as if a first try had run unseen
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+		c.Set(ctx, l.Key(), l.ID(), time.Second) // as if a first try had run unseen
 		if err := l.TryAcquire(ctx); err != nil {
 			t.Fatalf("TryAcquire() with own id in key = %v, want nil", err)
+		}
+		if got := c.PTTL(ctx, l.Key()).Val(); got < 30*time.Second {
+			t.Fatalf("PTTL after re-taking own key = %v, want the fresh 1m expire", got)
 		}
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("Release() = %v", err)

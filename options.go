@@ -23,6 +23,8 @@ type config struct {
 	idGiven      bool
 	signalExpire time.Duration
 	prefix       string
+	autoRenewal  bool
+	maxHold      time.Duration
 }
 
 func newConfig(opts []Option) config {
@@ -78,6 +80,33 @@ func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
+// WithAutoRenewal keeps the lock alive while it is held: a goroutine,
+// started by Acquire and stopped (and waited for) by Release, extends the
+// key to the full expire every two thirds of the expire. A renewal that
+// fails on a Redis error is retried until the expire runs out on the local
+// clock; if none succeeds by then, or Redis says the key is gone or someone
+// else's, the lock is lost: Done closes and Err says why. A Lock dropped
+// without Release stops renewing when the garbage collector finds it, and
+// its key then expires.
+//
+// The default is no renewal: the key expires after the expire unless
+// Extend is called. Without WithExpire, New returns ErrInvalidAutoRenewal.
+func WithAutoRenewal() Option {
+	return func(c *config) { c.autoRenewal = true }
+}
+
+// WithMaxHold caps how long auto-renewal keeps one acquisition alive: the
+// last renewal before d sets the expire so that the key dies d after the
+// acquire, and the hold is then lost with ErrMaxHold. It protects against a
+// holder that is stuck but still renewing.
+//
+// The default, and 0, mean no cap. A negative value, a value below the
+// expire, or any value without WithAutoRenewal makes New return
+// ErrInvalidMaxHold.
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) { c.maxHold = d }
+}
+
 // validate checks the configuration and fills in the random id.
 func (c *config) validate() error {
 	switch {
@@ -89,6 +118,10 @@ func (c *config) validate() error {
 		return ErrInvalidPrefix
 	case c.idGiven && c.id == "":
 		return ErrInvalidID
+	case c.autoRenewal && c.expire == 0:
+		return ErrInvalidAutoRenewal
+	case c.maxHold != 0 && (c.maxHold < 0 || !c.autoRenewal || c.maxHold < c.expire):
+		return ErrInvalidMaxHold
 	}
 	if !c.idGiven {
 		c.id = uuid.NewString()

@@ -38,9 +38,9 @@ var (
 type acquireStatus int64
 
 const (
-	statusAcquired acquireStatus = 0 // the key was free and is now ours
+	statusAcquired acquireStatus = 0 // the lock is now ours
 	statusBusy     acquireStatus = 1 // another id holds it
-	statusOurs     acquireStatus = 2 // it already holds our id
+	statusOurs     acquireStatus = 2 // it already holds our caller-given id
 )
 
 // acquireResult is the acquire script's reply.

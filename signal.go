@@ -32,10 +32,13 @@ const (
 	cleanupTimeout = 2 * time.Second
 )
 
-// maxSliceFor returns the longest BLPOP that client's read timeout lets
-// through: a blocking command that outlasts the read timeout fails with an
-// i/o timeout (pipelined or not), so slices stay at two thirds of it.
-func maxSliceFor(client redis.UniversalClient) time.Duration {
+// maxSliceFor returns the longest BLPOP for a Lock with the given expire on
+// client. A blocking command that outlasts the client's read timeout fails
+// with an i/o timeout (pipelined or not), so slices stay at two thirds of
+// it. They also stay at a third of the Lock's own expire: the local
+// validity clock of a hold starts when its try was sent, which for the try
+// pipelined behind a BLPOP is up to a slice before the key was set.
+func maxSliceFor(client redis.UniversalClient, expire time.Duration) time.Duration {
 	var rt time.Duration
 	switch c := client.(type) {
 	case interface{ Options() *redis.Options }:
@@ -47,47 +50,48 @@ func maxSliceFor(client redis.UniversalClient) time.Duration {
 	default:
 		rt = 3 * time.Second // go-redis's default
 	}
-	if rt <= 0 { // -1 and -2: no read deadline at all
-		return defaultMaxSlice
+	d := defaultMaxSlice
+	if rt > 0 { // -1 and -2: no read deadline at all
+		d = min(d, rt*2/3)
 	}
-	return max(min(defaultMaxSlice, rt*2/3), minSlice)
+	if expire > 0 {
+		d = min(d, expire/3)
+	}
+	return max(d, minSlice)
 }
 
 // acquire tries to take the lock and, when blocking, waits for it. It
-// returns nil when the lock is held.
-func (l *Lock) acquire(ctx context.Context, blocking bool) error {
+// returns when the winning try was sent, or why there was none.
+func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, err error) {
 	if err := ctx.Err(); err != nil {
-		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+		return sent, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
+	sent = time.Now()
 	res, err := l.try(ctx)
 	for {
 		if err != nil {
-			return l.fail(ctx, err)
+			return sent, l.fail(ctx, err)
 		}
 		switch res.status {
 		case statusAcquired:
-			return nil
+			return sent, nil
 		case statusOurs:
-			// Only a lost reply to our own earlier try (retried by go-redis)
-			// can have put a Lock's random id in the key.
-			if l.autoID {
-				return nil
-			}
-			return l.wrap(ErrAlreadyAcquired)
+			return sent, l.wrap(ErrAlreadyAcquired)
 		}
 		if !blocking {
-			return l.wrap(ErrLocked)
+			return sent, l.wrap(ErrLocked)
 		}
 		if err := ctx.Err(); err != nil {
-			return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+			return sent, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
+		sent = time.Now()
 		res, err = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
 	}
 }
 
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
-	return parseAcquire(acquireScript.Run(ctx, l.client, l.keys[:1], l.id, l.expireMS))
+	return parseAcquire(acquireScript.Run(ctx, l.client, l.keys[:1], l.id, l.expireMS, l.ownFlag()))
 }
 
 // slice is how long the next BLPOP may block: no longer than the holder's
@@ -109,7 +113,7 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, error) {
 	pipe := l.client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
-	tryCmd := acquireScript.EvalSha(ctx, pipe, l.keys[:1], l.id, l.expireMS)
+	tryCmd := acquireScript.EvalSha(ctx, pipe, l.keys[:1], l.id, l.expireMS, l.ownFlag())
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 
 	res, err := parseAcquire(tryCmd)
@@ -149,11 +153,16 @@ func (l *Lock) fail(ctx context.Context, err error) error {
 func (l *Lock) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	own := "0"
+	givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, l.ownFlag())
+}
+
+// ownFlag is the scripts' ARGV flag saying whether the id is this Lock's
+// own random one: "1", or "0" for a caller-given id.
+func (l *Lock) ownFlag() string {
 	if l.autoID {
-		own = "1"
+		return "1"
 	}
-	givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, own)
+	return "0"
 }
 
 // formatSeconds renders d as the float seconds BLPOP takes, to the
