@@ -34,6 +34,7 @@ type Lock struct {
 	maxHold        time.Duration // 0: no cap
 	maxSlice       time.Duration // longest single BLPOP
 	neverHeld      chan struct{} // closed; Done before the first acquire
+	turn           chan struct{} // Locker's local mutex: one slot
 
 	// mu guards state and hold.
 	mu    sync.Mutex
@@ -48,6 +49,7 @@ const (
 	stateIdle      lockState = iota // not held by this Lock
 	stateAcquiring                  // an Acquire or TryAcquire is running
 	stateHeld                       // acquired and not yet released
+	stateReleasing                  // a Release of the hold is running
 )
 
 // New returns a Lock for name on client. It sends nothing to Redis: it only
@@ -84,6 +86,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		maxHold:        c.maxHold,
 		maxSlice:       maxSliceFor(client, c.expire),
 		neverHeld:      make(chan struct{}),
+		turn:           make(chan struct{}, 1),
 	}
 	close(l.neverHeld)
 	return l, nil
@@ -127,7 +130,7 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 func (l *Lock) run(ctx context.Context, blocking bool) error {
 	l.mu.Lock()
 	prev := l.hold
-	if l.state == stateAcquiring || (l.state == stateHeld && !prev.ended()) {
+	if l.state == stateAcquiring || l.state == stateReleasing || (l.state == stateHeld && !prev.ended()) {
 		l.mu.Unlock()
 		return l.wrap(ErrAlreadyAcquired)
 	}
@@ -177,12 +180,17 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	var h *hold
 	if l.state == stateHeld {
-		l.state, h = stateIdle, l.hold
+		l.state, h = stateReleasing, l.hold
 	}
 	l.mu.Unlock()
 	if h != nil {
 		h.stopRenewal()
 		h.cleanup.Stop()
+		defer func() {
+			l.mu.Lock()
+			l.state = stateIdle
+			l.mu.Unlock()
+		}()
 	}
 
 	n, err := releaseScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS).Int64()

@@ -496,6 +496,10 @@ func TestBadInput(t *testing.T) {
 		{"negative signal expire", c, "job", []redislock.Option{redislock.WithSignalExpire(-time.Second)}, redislock.ErrInvalidSignalExpire},
 		{"empty id", c, "job", []redislock.Option{redislock.WithID("")}, redislock.ErrInvalidID},
 		{"empty prefix", c, "job", []redislock.Option{redislock.WithKeyPrefix("")}, redislock.ErrInvalidPrefix},
+		{"auto-renewal without expire", c, "job", []redislock.Option{redislock.WithAutoRenewal()}, redislock.ErrInvalidAutoRenewal},
+		{"max hold without auto-renewal", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithMaxHold(time.Minute)}, redislock.ErrInvalidMaxHold},
+		{"max hold below expire", c, "job", []redislock.Option{redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithMaxHold(time.Second)}, redislock.ErrInvalidMaxHold},
+		{"negative max hold", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithAutoRenewal(), redislock.WithMaxHold(-time.Second)}, redislock.ErrInvalidMaxHold},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

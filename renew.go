@@ -30,6 +30,7 @@ type hold struct {
 	expires time.Time   // local validity deadline; zero for a key without expire
 	timer   *time.Timer // fires at expires
 	lastErr error       // the last renewal's Redis error, nil after a success
+	sending bool        // a renewal has been sent and has not been answered
 	capped  bool        // renewal stopped at maxEnd
 
 	stop      chan struct{} // closed to stop the renewal goroutine
@@ -54,8 +55,10 @@ func newHold(l *Lock, sent time.Time) *hold {
 		h.maxEnd = sent.Add(l.maxHold)
 	}
 	if h.expire > 0 {
+		h.mu.Lock() // the timer's func may run before the assignment returns
 		h.expires = sent.Add(h.expire)
 		h.timer = time.AfterFunc(time.Until(h.expires), h.expireLocally)
+		h.mu.Unlock()
 	}
 	return h
 }
@@ -147,6 +150,8 @@ func (h *hold) expireLocally() {
 		reason = ErrMaxHold
 	case h.lastErr != nil:
 		reason = fmt.Errorf("%w: %w", ErrUnreachable, h.lastErr)
+	case h.sending:
+		reason = fmt.Errorf("%w: renewal not answered in time", ErrUnreachable)
 	default:
 		reason = ErrExpired
 	}
@@ -192,28 +197,33 @@ func (h *hold) renew(sent time.Time) {
 		case <-timer.C:
 		}
 
-		d := h.expire
+		d, last := h.expire, false
 		if !h.maxEnd.IsZero() {
-			d = min(d, time.Until(h.maxEnd))
+			if rest := time.Until(h.maxEnd); rest < d {
+				// The last renewal: the key dies at the max-hold cap.
+				d, last = rest, true
+			}
 			if d < time.Millisecond {
-				h.mu.Lock()
-				h.capped = true
-				h.mu.Unlock()
+				h.markCapped()
 				return // the key and the local deadline run out on their own
 			}
 		}
 		sent := time.Now()
 		h.mu.Lock()
 		budget := time.Until(h.expires)
+		h.sending = true
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), max(budget, minRetry))
 		n, err := extendScript.Run(ctx, h.client, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10)).Int64()
 		cancel()
+		h.mu.Lock()
+		h.sending = false
+		if err != nil {
+			h.lastErr = err
+		}
+		h.mu.Unlock()
 		switch {
 		case err != nil:
-			h.mu.Lock()
-			h.lastErr = err
-			h.mu.Unlock()
 			timer.Reset(retry)
 			continue
 		case n == 1:
@@ -229,8 +239,20 @@ func (h *hold) renew(sent time.Time) {
 			return
 		}
 		h.extended(sent, d)
+		if last {
+			h.markCapped()
+			return
+		}
 		timer.Reset(time.Until(sent.Add(d * 2 / 3)))
 	}
+}
+
+// markCapped records that renewal stopped at the max-hold cap, which is
+// then the reason of the loss at the local deadline.
+func (h *hold) markCapped() {
+	h.mu.Lock()
+	h.capped = true
+	h.mu.Unlock()
 }
 
 // Done returns a channel that is closed when this Lock does not hold the

@@ -1,0 +1,80 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Locker returns a sync.Locker on l, for code written against sync.Mutex.
+// Lock and Unlock from any number of goroutines, on any number of Lockers
+// of the same *Lock, take turns locally first, so that the Lock holds one
+// acquisition at a time.
+//
+// Lock blocks until the lock is held, with no deadline; it retries Redis
+// errors with backoff (10 ms doubling to 1 s) and never returns without the
+// lock. Unlock releases it, retrying Redis errors until the hold's expire
+// runs out; it panics, like sync.Mutex's Unlock of an unlocked mutex, when
+// the lock is no longer held (lost, reset, expired, or never locked).
+//
+// A sync.Locker cannot say that the lock was lost while held: the code
+// between Lock and Unlock runs on regardless. Prefer Do, whose function's
+// context is cancelled on loss, or watch l.Done().
+func (l *Lock) Locker() sync.Locker {
+	return locker{l}
+}
+
+type locker struct{ l *Lock }
+
+// Backoff between failed attempts of Lock and Unlock.
+const (
+	lockerMinBackoff = 10 * time.Millisecond
+	lockerMaxBackoff = time.Second
+	// unlockPatience bounds Unlock's retries for a lock without expire.
+	unlockPatience = 30 * time.Second
+)
+
+func (m locker) Lock() {
+	m.l.turn <- struct{}{}
+	backoff := lockerMinBackoff
+	for {
+		err := m.l.Acquire(context.Background())
+		if err == nil {
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, lockerMaxBackoff)
+	}
+}
+
+func (m locker) Unlock() {
+	if len(m.l.turn) == 0 {
+		panic(fmt.Sprintf("redislock: Unlock of unlocked lock %q", m.l.name))
+	}
+	// The next local Lock may start only once the release is over, or its
+	// acquire would race with it.
+	defer func() { <-m.l.turn }()
+	giveUp := time.Now().Add(unlockPatience)
+	if m.l.expire > 0 {
+		giveUp = time.Now().Add(m.l.expire)
+	}
+	backoff := lockerMinBackoff
+	for attempt := 0; ; attempt++ {
+		err := m.l.Release(context.Background())
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ErrNotAcquired) && attempt == 0:
+			panic(fmt.Sprintf("redislock: Unlock of lock %q that is no longer held: %v", m.l.name, m.l.Err()))
+		case errors.Is(err, ErrNotAcquired):
+			return // an earlier attempt whose reply was lost released it
+		case time.Now().After(giveUp):
+			panic(fmt.Sprintf("redislock: Unlock of lock %q failed: %v", m.l.name, err))
+		}
+		// The key may still be ours until it expires: try again.
+		time.Sleep(backoff)
+		backoff = min(backoff*2, lockerMaxBackoff)
+	}
+}

@@ -1,0 +1,56 @@
+package redislock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Python's AlreadyStarted: a second start of the renewal of one hold is an
+// error and starts no second goroutine.
+func TestRenewalStartsOnce(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	l, err := New(c, "job", WithExpire(time.Minute), WithAutoRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHold(l, time.Now())
+	if err := h.startRenewal(time.Now()); err != nil {
+		t.Fatalf("first startRenewal() = %v", err)
+	}
+	first := h.renewDone
+	if err := h.startRenewal(time.Now()); !errors.Is(err, ErrAlreadyStarted) {
+		t.Fatalf("second startRenewal() = %v, want ErrAlreadyStarted", err)
+	}
+	if h.renewDone != first {
+		t.Fatal("second startRenewal replaced the goroutine's done channel")
+	}
+	h.stopRenewal()
+	h.end(ErrReleased)
+	h.stopRenewal() // safe twice
+}
+
+func TestErrorMessagesNameTheLock(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	l, _ := New(c, "reports")
+	l2, _ := New(c, "reports")
+	if err := l.TryAcquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err := l2.TryAcquire(t.Context())
+	if want := `lock "reports": redislock: lock is held by another owner`; err == nil || err.Error() != want {
+		t.Fatalf("TryAcquire() error = %q, want %q", err, want)
+	}
+	if _, err := New(c, "reports", WithExpire(-1)); err == nil || !strings.Contains(err.Error(), `lock "reports"`) {
+		t.Fatalf("New() error %q does not name the lock", err)
+	}
+	l.Release(t.Context())
+}

@@ -1,0 +1,516 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// renewers counts the auto-renewal goroutines that exist right now,
+// whether or not they have started running.
+func renewers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "redislock.(*hold).startRenewal in goroutine")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// doneWithin waits for l.Done() to close, failing t after d; it returns
+// when it closed.
+func doneWithin(t *testing.T, l *redislock.Lock, d time.Duration) time.Time {
+	t.Helper()
+	select {
+	case <-l.Done():
+		return time.Now()
+	case <-time.After(d):
+		t.Fatalf("Done() not closed within %v (Err() = %v)", d, l.Err())
+		return time.Time{}
+	}
+}
+
+// With auto-renewal a 300 ms lock survives ten expires holding our id;
+// without it (the check's broken variant) the key is gone after one.
+func TestAutoRenewalKeepsTheKey(t *testing.T) {
+	const expire = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		renew     bool
+		wantAlive bool
+	}{
+		{"renewed", true, true},
+		{"broken/not renewed", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			opts := []redislock.Option{redislock.WithExpire(expire)}
+			if tc.renew {
+				opts = append(opts, redislock.WithAutoRenewal())
+			}
+			l := mustNew(t, s.Client(), "job", opts...)
+			if err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			end := time.Now().Add(10 * expire)
+			alive := true
+			for time.Now().Before(end) && alive {
+				got, err := admin.Get(ctx, l.Key()).Result()
+				switch {
+				case errors.Is(err, redis.Nil):
+					alive = false
+				case err != nil:
+					t.Fatal(err)
+				case got != l.ID():
+					t.Fatalf("key holds %q, want our id %q", got, l.ID())
+				}
+				time.Sleep(5 * time.Millisecond) // sampling rate of the observer
+			}
+			if alive != tc.wantAlive {
+				t.Fatalf("key alive through 10 expires = %v, want %v", alive, tc.wantAlive)
+			}
+			if tc.renew {
+				select {
+				case <-l.Done():
+					t.Fatalf("Done() closed while renewed: %v", l.Err())
+				default:
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatalf("Release() = %v", err)
+				}
+			} else {
+				doneWithin(t, l, time.Second)
+				if err := l.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
+					t.Fatalf("Err() after local expiry = %v, want ErrLost, ErrExpired", err)
+				}
+			}
+			if n := renewers(); n != 0 {
+				t.Fatalf("%d renewal goroutines left", n)
+			}
+		})
+	}
+}
+
+// The key is deleted, or taken by another owner, under a renewed hold:
+// Done closes within one renewal interval, Err says why, and the other
+// owner's key is never touched.
+func TestLossIsReported(t *testing.T) {
+	const expire = 600 * time.Millisecond
+	const interval = expire * 2 / 3
+	for _, tc := range []struct {
+		name   string
+		steal  func(ctx context.Context, c *redis.Client, key string) error
+		reason error
+	}{
+		{"deleted", func(ctx context.Context, c *redis.Client, key string) error {
+			return c.Del(ctx, key).Err()
+		}, redislock.ErrExpired},
+		{"taken", func(ctx context.Context, c *redis.Client, key string) error {
+			return c.Set(ctx, key, "other-owner", 10*time.Second).Err()
+		}, redislock.ErrTakenOver},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+			if err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Err(); err != nil {
+				t.Fatalf("Err() while held = %v, want nil", err)
+			}
+			stolen := time.Now()
+			if err := tc.steal(ctx, admin, l.Key()); err != nil {
+				t.Fatal(err)
+			}
+			took := doneWithin(t, l, 5*time.Second).Sub(stolen)
+			t.Logf("loss noticed after %v (renewal interval %v)", took, interval)
+			if took > interval+100*time.Millisecond {
+				t.Fatalf("loss noticed after %v, want within one renewal interval (%v)", took, interval)
+			}
+			err := l.Err()
+			if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, tc.reason) {
+				t.Fatalf("Err() = %v, want ErrLost and %v", err, tc.reason)
+			}
+			if again := l.Err(); again.Error() != err.Error() {
+				t.Fatalf("Err() changed from %v to %v", err, again)
+			}
+			// The renewal goroutine has exited: nothing is renewed again.
+			deadline := time.Now().Add(time.Second)
+			for renewers() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("renewal goroutine still running after loss")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if tc.reason == redislock.ErrTakenOver {
+				if got := admin.Get(ctx, l.Key()).Val(); got != "other-owner" {
+					t.Fatalf("other owner's key = %q", got)
+				}
+				if ttl := admin.PTTL(ctx, l.Key()).Val(); ttl <= expire {
+					t.Fatalf("other owner's PTTL = %v: it was renewed with our expire", ttl)
+				}
+			} else if admin.Exists(ctx, l.Key()).Val() != 0 {
+				t.Fatal("the deleted key was recreated")
+			}
+			if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+				t.Fatalf("Release() after loss = %v, want ErrNotAcquired", err)
+			}
+			// A lost hold does not block a new acquire.
+			if tc.reason == redislock.ErrExpired {
+				if err := l.Acquire(ctx); err != nil {
+					t.Fatalf("Acquire() after loss = %v", err)
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The server dies under a renewed hold: Done closes no later than the
+// expire counted from the acquire, and the goroutine exits.
+func TestServerKilledDuringRenewedHold(t *testing.T) {
+	const expire = 600 * time.Millisecond
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	l := mustNew(t, s.Client(func(o *redis.Options) {
+		o.MaxRetries = -1
+		o.DialTimeout = 100 * time.Millisecond
+	}), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	sent := time.Now()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	closed := doneWithin(t, l, 5*time.Second)
+	t.Logf("Done() after %v of a %v expire", closed.Sub(sent), expire)
+	if closed.After(sent.Add(expire + 50*time.Millisecond)) {
+		t.Fatalf("Done() closed %v after the acquire was sent, want by the expire (%v)", closed.Sub(sent), expire)
+	}
+	err := l.Err()
+	if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrUnreachable) {
+		t.Fatalf("Err() = %v, want ErrLost and ErrUnreachable", err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for renewers() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("renewal goroutine still running after loss")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Release(ctx); err == nil {
+		t.Fatal("Release() with the server down = nil, want an error")
+	}
+}
+
+// Release returns only after the renewal goroutine has exited.
+func TestReleaseJoinsRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	for i := 0; i < 20; i++ {
+		l := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Millisecond), redislock.WithAutoRenewal())
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := renewers(); n != 1 {
+			t.Fatalf("renewal goroutines while held = %d, want 1", n)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := renewers(); n != 0 {
+			t.Fatalf("renewal goroutines right after Release = %d, want 0", n)
+		}
+		if err := l.Err(); !errors.Is(err, redislock.ErrReleased) {
+			t.Fatalf("Err() after Release = %v, want ErrReleased", err)
+		}
+	}
+}
+
+// A Lock dropped while holding stops renewing once collected, and its key
+// then expires. Kept reachable (the broken variant of the check), it goes
+// on renewing and the key lives.
+func TestDroppedLockStopsRenewing(t *testing.T) {
+	const expire = 300 * time.Millisecond
+	for _, keep := range []bool{false, true} {
+		name := "dropped"
+		if keep {
+			name = "broken/kept reachable"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			var kept *redislock.Lock
+			key := func() string {
+				l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+				if err := l.Acquire(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if keep {
+					kept = l
+				}
+				return l.Key()
+			}()
+			deadline := time.Now().Add(3 * time.Second)
+			for renewers() != 0 && time.Now().Before(deadline) {
+				runtime.GC()
+				time.Sleep(5 * time.Millisecond)
+			}
+			stillRenewing := renewers() != 0
+			if stillRenewing != keep {
+				t.Fatalf("renewing after GC = %v, want %v", stillRenewing, keep)
+			}
+			gone := time.Now().Add(2 * expire)
+			for admin.Exists(ctx, key).Val() != 0 && time.Now().Before(gone) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if alive := admin.Exists(ctx, key).Val() != 0; alive != keep {
+				t.Fatalf("key alive 2 expires after the collection = %v, want %v", alive, keep)
+			}
+			if keep {
+				if err := kept.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestDoneErrContract(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	l := mustNew(t, b.client(), "job", redislock.WithExpire(150*time.Millisecond))
+
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done() before the first acquire is open, want closed")
+	}
+	if err := l.Err(); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Err() before the first acquire = %v, want ErrNotAcquired", err)
+	}
+
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d1 := l.Done()
+	if d2 := l.Done(); d1 != d2 {
+		t.Fatal("Done() returned two channels for one hold")
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err() while held = %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-d1
+	if err := l.Err(); !errors.Is(err, redislock.ErrReleased) {
+		t.Fatalf("Err() after Release = %v, want ErrReleased", err)
+	}
+
+	// Without auto-renewal Done closes when the expire runs out locally
+	// (miniredis's clock is not moved: the local clock decides).
+	start := time.Now()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.Done() == d1 {
+		t.Fatal("a new hold reuses the old Done channel")
+	}
+	closed := doneWithin(t, l, 2*time.Second)
+	if took := closed.Sub(start); took < 140*time.Millisecond || took > time.Second {
+		t.Fatalf("Done() closed %v after acquire, want at the 150ms expire", took)
+	}
+	err := l.Err()
+	if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
+		t.Fatalf("Err() = %v, want ErrLost, ErrExpired", err)
+	}
+
+	// Extend moves the local deadline too.
+	l2 := mustNew(t, b.client(), "job2", redislock.WithExpire(100*time.Millisecond))
+	if err := l2.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Extend(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l2.Done():
+		t.Fatalf("Done() closed despite Extend: %v", l2.Err())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaxHold(t *testing.T) {
+	const expire, maxHold = 300 * time.Millisecond, time.Second
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithMaxHold(maxHold))
+	start := time.Now()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closed := doneWithin(t, l, 5*time.Second)
+	took := closed.Sub(start)
+	t.Logf("max hold %v: Done() after %v", maxHold, took)
+	if took < maxHold-expire || took > maxHold+100*time.Millisecond {
+		t.Fatalf("Done() after %v, want about the max hold %v", took, maxHold)
+	}
+	if err := l.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrMaxHold) {
+		t.Fatalf("Err() = %v, want ErrLost, ErrMaxHold", err)
+	}
+	gone := time.Now().Add(200 * time.Millisecond)
+	for admin.Exists(ctx, l.Key()).Val() != 0 {
+		if time.Now().After(gone) {
+			t.Fatal("key still exists after the max hold")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDo(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
+
+	// fn runs under the lock, which is released afterwards; fn's error is
+	// returned.
+	errJob := errors.New("job failed")
+	err := l.Do(ctx, func(ctx context.Context) error {
+		if got := admin.Get(ctx, l.Key()).Val(); got != l.ID() {
+			t.Errorf("inside Do the key holds %q, want %q", got, l.ID())
+		}
+		return errJob
+	})
+	if !errors.Is(err, errJob) || admin.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatalf("Do() = %v (key exists %d), want errJob and the key released", err, admin.Exists(ctx, l.Key()).Val())
+	}
+
+	// The lock is lost mid-fn: fn's context is cancelled with ErrLost, and
+	// both fn's error and the release's reach the caller.
+	started := make(chan struct{})
+	go func() {
+		<-started
+		admin.Del(ctx, l.Key())
+	}()
+	err = l.Do(ctx, func(ctx context.Context) error {
+		close(started)
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context was not cancelled on loss")
+		}
+	})
+	if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) || !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Do() with loss = %v, want ErrLost, ErrExpired (from fn) and ErrNotAcquired (from release)", err)
+	}
+
+	// TryDo skips a busy lock without running fn.
+	other := mustNew(t, s.Client(), "job")
+	if err := other.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if err := l.TryDo(ctx, func(context.Context) error { ran = true; return nil }); !errors.Is(err, redislock.ErrLocked) || ran {
+		t.Fatalf("TryDo() on a busy lock = %v (fn ran %v), want ErrLocked without running", err, ran)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TryDo(ctx, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("TryDo() on a free lock = %v (fn ran %v)", err, ran)
+	}
+
+	// A panic in fn still releases the lock.
+	func() {
+		defer func() { recover() }()
+		l.Do(ctx, func(context.Context) error { panic("boom") })
+	}()
+	if admin.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatal("lock still held after fn panicked")
+	}
+}
+
+// The sync.Locker adapter gives mutual exclusion between goroutines with
+// separate clients, and between goroutines sharing one Lock.
+func TestLockerCounter(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	data := s.Client()
+	shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
+	const workers, rounds = 24, 10
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		var mu sync.Locker
+		if w%2 == 0 {
+			mu = mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second)).Locker()
+		} else {
+			mu = shared.Locker() // these take turns locally first
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				mu.Lock()
+				n, _ := data.Get(ctx, "count").Int()
+				data.Set(ctx, "count", n+1, 0)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := data.Get(ctx, "count").Val(); got != "240" {
+		t.Fatalf("counter = %s, want 240", got)
+	}
+}
+
+func TestLockerUnlockPanics(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(5*time.Second))
+	mu := l.Locker()
+
+	panicMsg := func(f func()) (msg string) {
+		defer func() {
+			if r := recover(); r != nil {
+				msg, _ = r.(string)
+			}
+		}()
+		f()
+		return ""
+	}
+	if msg := panicMsg(mu.Unlock); !strings.Contains(msg, "Unlock of unlocked lock") {
+		t.Fatalf("Unlock() without Lock panicked with %q", msg)
+	}
+	mu.Lock()
+	s.Client().Del(ctx, l.Key()) // the lock is lost
+	if msg := panicMsg(mu.Unlock); !strings.Contains(msg, "no longer held") {
+		t.Fatalf("Unlock() after loss panicked with %q, want \"no longer held\"", msg)
+	}
+	// The adapter is usable again.
+	mu.Lock()
+	mu.Unlock()
+}
