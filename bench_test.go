@@ -125,3 +125,67 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// BenchmarkLossDetection measures, per iteration, the time from another
+// client deleting a renewed lock's key to Done closing, as a fraction of
+// the expire (the renewal interval is 2/3 of it, so the expected median is
+// about 1/3):
+//
+//	go test -run '^$' -bench LossDetection -benchtime 20x .
+func BenchmarkLossDetection(b *testing.B) {
+	const expire = 300 * time.Millisecond
+	s := redistest.Start(b)
+	admin := s.Client()
+	ctx := context.Background()
+	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		if err := l.Acquire(ctx); err != nil {
+			b.Fatal(err)
+		}
+		// Delete at a different point of the renewal cycle each time.
+		time.Sleep(time.Duration(i%10) * expire / 15)
+		i++
+		deleted := time.Now()
+		admin.Del(ctx, l.Key())
+		<-l.Done()
+		lat = append(lat, time.Since(deleted))
+	}
+	b.StopTimer()
+	l.Release(ctx)
+	b.ReportMetric(float64(median(lat))/float64(time.Millisecond), "detect-p50-ms")
+	b.ReportMetric(float64(median(lat))/float64(expire), "detect/expire")
+}
+
+// BenchmarkRenewalCommands holds a renewed lock for one second of renewals
+// per iteration and reports the commands it sent per minute, scaled to a
+// 30 s expire (renewals are periodic: the count scales as 1/expire).
+//
+//	go test -run '^$' -bench RenewalCommands -benchtime 3x .
+func BenchmarkRenewalCommands(b *testing.B) {
+	const expire = 150 * time.Millisecond
+	s := redistest.Start(b)
+	admin := s.Client()
+	ctx := context.Background()
+	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	var cmds int64
+	var held time.Duration
+	for b.Loop() {
+		if err := l.Acquire(ctx); err != nil {
+			b.Fatal(err)
+		}
+		before := commandStats(b, admin)
+		start := time.Now()
+		time.Sleep(time.Second)
+		d := delta(before, commandStats(b, admin))
+		held += time.Since(start)
+		cmds += d["evalsha"] + d["eval"]
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perMin := float64(cmds) / held.Minutes()
+	b.ReportMetric(perMin, "cmds/min")
+	b.ReportMetric(perMin*float64(expire)/float64(30*time.Second), "cmds/min@30s-expire")
+}

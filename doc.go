@@ -13,6 +13,27 @@
 // back, Locked and OwnerID say whether and by whom it is held, Reset and
 // ResetAll force locks free.
 //
+// Do runs a function under the lock with a context that is cancelled the
+// moment the lock is lost, and releases it afterwards:
+//
+//	err := l.Do(ctx, func(ctx context.Context) error {
+//		return job(ctx) // ctx is cancelled, cause ErrLost, if the lock is lost
+//	})
+//
+// Locker adapts a Lock to sync.Locker for code written against sync.Mutex.
+//
+// # Holding and losing
+//
+// WithAutoRenewal keeps a held lock alive: a goroutine extends the key
+// every two thirds of the expire, until Release stops it (and waits for
+// it). Every hold also keeps a validity deadline on the local monotonic
+// clock, counted from when the acquire or the last successful renewal was
+// sent, so it never outlives the key. When a renewal finds the key gone or
+// someone else's, or no renewal succeeds before the deadline, or (without
+// renewal) the deadline passes, the hold is lost: Done closes, Err returns
+// ErrLost with the reason, nothing is renewed again and the key is never
+// recreated.
+//
 // # Protocol
 //
 // The lock named "reports" is the string key "lock:reports" holding the

@@ -18,8 +18,12 @@ import (
 //
 // A Lock is safe for concurrent use by several goroutines, and holds at
 // most one acquisition at a time: Acquire on a Lock that holds (or is
-// acquiring) returns ErrAlreadyAcquired. Goroutines that each need their
-// turn use a Lock each (or the same name with a Lock per goroutine).
+// acquiring or releasing) returns ErrAlreadyAcquired. Goroutines that each
+// need their turn use a Lock each for the same name, or share one through
+// its Locker, which queues them locally.
+//
+// Each successful acquire starts a hold, which ends at Release or when the
+// lock is lost; Done and Err report it as a context does.
 type Lock struct {
 	client redis.UniversalClient
 	name   string
@@ -113,6 +117,9 @@ func (l *Lock) Key() string { return l.keys[0] }
 // in another goroutine, and ErrAlreadyAcquired too if the key already holds
 // this Lock's caller-given id (WithID). A Redis error is returned wrapped;
 // the lock is then not held (an attempt whose reply was lost is undone).
+//
+// On success a new hold starts: Done returns a fresh open channel, and with
+// WithAutoRenewal the renewal goroutine runs until Release or loss.
 func (l *Lock) Acquire(ctx context.Context) error {
 	return l.run(ctx, true)
 }
