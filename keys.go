@@ -41,8 +41,9 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 	return key[len(s.lockPrefix):], true
 }
 
-// scanPattern is the SCAN MATCH pattern for every lock key of the scheme:
-// the prefix with glob metacharacters escaped, then '*'.
+// scanPattern is the start of a SCAN MATCH pattern for the lock keys of the
+// scheme: the prefix with glob metacharacters escaped. A name pattern (a
+// glob, "*" for all) follows it.
 func (s keyScheme) scanPattern() string {
 	var b strings.Builder
 	for _, r := range s.lockPrefix {
@@ -52,6 +53,5 @@ func (s keyScheme) scanPattern() string {
 		}
 		b.WriteRune(r)
 	}
-	b.WriteByte('*')
 	return b.String()
 }

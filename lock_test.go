@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -563,4 +564,53 @@ func TestReleaseAfterExpiry(t *testing.T) {
 	if keys := b.mini.Keys(); len(keys) != 0 {
 		t.Fatalf("Release() after expiry left keys %q", keys)
 	}
+}
+
+func TestList(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		for _, name := range []string{"report:1", "report:2", "ocr[1]"} {
+			if err := mustNew(t, c, name, redislock.WithID("w-"+name), redislock.WithExpire(time.Minute)).Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mustNew(t, c, "forever").Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := mustNew(t, c, "elsewhere", redislock.WithKeyPrefix("other:")).Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Set(ctx, "lockless", "x", 0)
+
+		all, err := redislock.List(ctx, c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, li := range all {
+			names = append(names, li.Name)
+		}
+		if got, want := strings.Join(names, ","), "forever,ocr[1],report:1,report:2"; got != want {
+			t.Fatalf("List() names = %s, want %s", got, want)
+		}
+		for _, li := range all {
+			switch {
+			case li.Key != "lock:"+li.Name:
+				t.Errorf("%s: Key = %q", li.Name, li.Key)
+			case li.Name == "forever" && li.TTL >= 0:
+				t.Errorf("forever: TTL = %v, want negative (no expire)", li.TTL)
+			case li.Name != "forever" && (li.TTL <= 50*time.Second || li.Owner != "w-"+li.Name):
+				t.Errorf("%s: owner %q TTL %v", li.Name, li.Owner, li.TTL)
+			}
+		}
+		some, err := redislock.List(ctx, c, "report:*")
+		if err != nil || len(some) != 2 {
+			t.Fatalf("List(report:*) = %v, %v; want 2 locks", some, err)
+		}
+		other, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix("other:"))
+		if err != nil || len(other) != 1 || other[0].Name != "elsewhere" {
+			t.Fatalf("List(other:) = %v, %v", other, err)
+		}
+	})
 }

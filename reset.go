@@ -36,51 +36,70 @@ func (l *Lock) Reset(ctx context.Context) error {
 // returns the count so far with the error. Locks taken while it runs may or
 // may not be reset, as SCAN guarantees.
 func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
+	ks, c, err := adminConfig(client, opts)
+	if err != nil {
+		return 0, err
+	}
+	signalExpireMS := strconv.FormatInt(c.signalExpire.Milliseconds(), 10)
+	var (
+		mu    sync.Mutex
+		total int
+	)
+	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, node redis.UniversalClient, name string) error {
+		keys := []string{ks.lockKey(name), ks.signalKey(name)}
+		deleted, err := resetScript.Run(ctx, node, keys, signalExpireMS).Int()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		total += deleted
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return total, fmt.Errorf("redislock: reset all: %w", err)
+	}
+	return total, nil
+}
+
+// adminConfig checks the client and options of a package-level call.
+func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config, error) {
 	if client == nil {
-		return 0, ErrNilClient
+		return keyScheme{}, config{}, ErrNilClient
 	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
-		return 0, err
+		return keyScheme{}, c, err
 	}
-	ks := newKeyScheme(c.prefix)
-	signalExpireMS := strconv.FormatInt(c.signalExpire.Milliseconds(), 10)
+	return newKeyScheme(c.prefix), c, nil
+}
 
-	resetOn := func(ctx context.Context, node redis.UniversalClient) (int, error) {
-		n := 0
-		iter := node.ScanType(ctx, 0, ks.scanPattern(), scanCount, "string").Iterator()
+// eachLockKey calls fn with the name of every lock key of scheme ks whose
+// name matches the glob namePattern, walking the keyspace with SCAN on
+// client, or on every master of a cluster client (concurrently: fn must be
+// safe for that). It stops at the first error.
+func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+	fn func(ctx context.Context, node redis.UniversalClient, name string) error) error {
+	walk := func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.ScanType(ctx, 0, ks.scanPattern()+namePattern, scanCount, "string").Iterator()
 		for iter.Next(ctx) {
 			name, ok := ks.nameOf(iter.Val())
 			if !ok {
 				continue
 			}
-			keys := []string{ks.lockKey(name), ks.signalKey(name)}
-			deleted, err := resetScript.Run(ctx, node, keys, signalExpireMS).Int()
-			if err != nil {
-				return n, fmt.Errorf("redislock: reset all: %w", err)
+			if err := fn(ctx, node, name); err != nil {
+				return err
 			}
-			n += deleted
 		}
 		if err := iter.Err(); err != nil {
-			return n, fmt.Errorf("redislock: reset all: scan: %w", err)
+			return fmt.Errorf("scan: %w", err)
 		}
-		return n, nil
+		return nil
 	}
-
-	cluster, ok := client.(*redis.ClusterClient)
-	if !ok {
-		return resetOn(ctx, client)
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		return cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+			return walk(ctx, master)
+		})
 	}
-	var (
-		mu    sync.Mutex
-		total int
-	)
-	err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
-		n, err := resetOn(ctx, master)
-		mu.Lock()
-		total += n
-		mu.Unlock()
-		return err
-	})
-	return total, err
+	return walk(ctx, client)
 }

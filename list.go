@@ -1,0 +1,70 @@
+package redislock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LockInfo describes a held lock, as List finds it.
+type LockInfo struct {
+	Name  string        // the lock's name, without the prefix
+	Key   string        // its Redis key
+	Owner string        // the id stored in the key
+	TTL   time.Duration // remaining time to live; negative when the key never expires
+}
+
+// List returns every lock held under the key prefix (WithKeyPrefix; by
+// default "lock:") whose name matches the glob namePattern ("*" or "" for
+// all), sorted by name. Like ResetAll, it walks the keys with SCAN on every
+// master and looks only at string keys; only WithKeyPrefix applies among
+// the options. It changes nothing. A lock released while List runs is left
+// out.
+func List(ctx context.Context, client redis.UniversalClient, namePattern string, opts ...Option) ([]LockInfo, error) {
+	ks, _, err := adminConfig(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	if namePattern == "" {
+		namePattern = "*"
+	}
+	var (
+		mu    sync.Mutex
+		infos []LockInfo
+	)
+	err = eachLockKey(ctx, client, ks, namePattern, func(ctx context.Context, node redis.UniversalClient, name string) error {
+		key := ks.lockKey(name)
+		var owner *redis.StringCmd
+		var ttl *redis.DurationCmd
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			owner = p.Get(ctx, key)
+			ttl = p.PTTL(ctx, key)
+			return nil
+		})
+		if errors.Is(err, redis.Nil) {
+			return nil // released meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		d := ttl.Val()
+		if d < 0 {
+			d = -1
+		}
+		mu.Lock()
+		infos = append(infos, LockInfo{Name: name, Key: key, Owner: owner.Val(), TTL: d})
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redislock: list: %w", err)
+	}
+	slices.SortFunc(infos, func(a, b LockInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return infos, nil
+}
