@@ -61,11 +61,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.rounds, "rounds", 50, "acquisitions per worker")
 	fs.DurationVar(&cfg.hold, "hold", time.Millisecond, "time spent holding the lock each round")
 	fs.DurationVar(&cfg.expire, "expire", 10*time.Second, "the lock's expire")
-	if code, ok := parseFlags(fs, args); !ok {
+	pos, after, _, code, ok := parseArgs(fs, args)
+	if !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "redislock demo: unexpected argument %q\n", fs.Arg(0))
+	if extra := append(pos, after...); len(extra) > 0 {
+		fmt.Fprintf(stderr, "redislock demo: unexpected argument %q\n", extra[0])
 		return exitUsage
 	}
 	switch {

@@ -1,8 +1,6 @@
-// Command redislock works with go-redis-lock locks from the shell.
-//
-//	redislock demo [flags]     run N workers that share one lock and check the result
-//	redislock version          print the version
-//	redislock help             print this help
+// Command redislock takes, inspects and clears go-redis-lock locks from the
+// shell: a distributed flock for cron jobs and scripts, compatible with
+// python-redis-lock. Run "redislock help" for the commands.
 package main
 
 import (
@@ -14,28 +12,58 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
 )
 
 const usage = `redislock: distributed locks on Redis, compatible with python-redis-lock.
 
 Usage:
-  redislock demo [flags]   run workers that share one lock, on an in-process
-                           Redis unless --redis is given, and check that no
-                           increment of a shared counter was lost
-  redislock version        print the version
-  redislock help           print this help
+  redislock run [flags] NAME -- COMMAND [ARGS...]
+                             run COMMAND while holding the lock NAME
+  redislock status [flags] NAME
+                             is NAME held, by whom, for how long
+  redislock list [flags] [PATTERN]
+                             every held lock (whose name matches PATTERN)
+  redislock reset [flags] NAME
+                             force-release NAME and wake one waiter
+  redislock reset-all [flags]
+                             force-release every lock under the prefix
+  redislock demo [flags]     workers sharing one lock, on an in-process Redis
+  redislock version          print the version
+  redislock help             print this help
 
-Run "redislock demo --help" for the demo's flags.
+Connection flags (every command but demo and version):
+  --redis URL      redis://[user:pass@]host:port/db, rediss:// (TLS), unix:///path
+                   (default: $REDIS_URL, else redis://127.0.0.1:6379/0)
+  --cluster ADDRS  comma-separated seed addresses of a Redis Cluster
+  --prefix P       lock key prefix (default "lock:", python-redis-lock's)
+
+Examples:
+  # run the nightly job on one host only; the others skip it (exit 75)
+  17 3 * * *  redislock run --no-wait nightly -- /usr/local/bin/nightly-job
+  redislock run --wait 10m --expire 1m reindex -- ./reindex.sh --full
+  redislock status nightly --json
+  redislock list 'report:*'
+  redislock reset nightly
+
+Run "redislock COMMAND --help" for a command's flags and exit codes.
 `
 
-// exit codes
+// Exit codes, documented in the help of each command.
 const (
-	exitOK    = 0
-	exitFail  = 1 // the job ran and failed (lost updates, Redis errors)
-	exitUsage = 2 // bad flags or arguments
+	exitOK        = 0
+	exitFail      = 1  // Redis unreachable, a Redis error, lost updates in the demo
+	exitUsage     = 2  // bad flags or arguments
+	exitLost      = 69 // run: the lock was lost while COMMAND ran (EX_UNAVAILABLE)
+	exitBusy      = 75 // run: the lock is busy, with --no-wait or after --wait (EX_TEMPFAIL)
+	exitCannotRun = 126
+	exitNotFound  = 127
 )
 
 func main() {
@@ -43,20 +71,31 @@ func main() {
 	// failure once, in its own words.
 	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run dispatches a subcommand and returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch args[0] {
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runCommand(ctx, rest, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
+	case "list":
+		return runList(ctx, rest, stdout, stderr)
+	case "reset":
+		return runReset(ctx, rest, stdout, stderr)
+	case "reset-all":
+		return runResetAll(ctx, rest, stdin, stdout, stderr)
 	case "demo":
-		return runDemo(ctx, args[1:], stdout, stderr)
+		return runDemo(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "redislock", version())
 		return exitOK
@@ -64,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "redislock: unknown command %q (run \"redislock help\")\n", args[0])
+		fmt.Fprintf(stderr, "redislock: unknown command %q (run \"redislock help\")\n", cmd)
 		return exitUsage
 	}
 }
@@ -77,19 +116,107 @@ func version() string {
 	return "(devel)"
 }
 
-// parseFlags parses args with fs, mapping -h to exit 0 and errors to a
-// usage exit; fs prints its own message.
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	return 0, true
-}
-
 // quietLogger drops go-redis's internal log lines.
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// newFlagSet returns a flag set for command that prints help (usage text,
+// then the flags) to stderr.
+func newFlagSet(command, help string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseArgs parses flags that may appear before, between and after the
+// positional arguments; everything after a "--" is returned apart, with
+// dashdash telling whether there was one. ok is false when the caller must
+// return code (after -h: 0; after a bad flag: the usage code; fs has
+// printed why).
+func parseArgs(fs *flag.FlagSet, args []string) (positional, afterDashDash []string, dashdash bool, code int, ok bool) {
+	for i, a := range args {
+		if a == "--" {
+			args, afterDashDash, dashdash = args[:i], args[i+1:], true
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, false, exitOK, false
+			}
+			return nil, nil, false, exitUsage, false
+		}
+		if fs.NArg() == 0 {
+			return positional, afterDashDash, dashdash, 0, true
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// connFlags are the connection and lock flags the commands share.
+type connFlags struct {
+	redisURL string
+	cluster  string
+	prefix   string
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	def := os.Getenv("REDIS_URL")
+	if def == "" {
+		def = "redis://127.0.0.1:6379/0"
+	}
+	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS) or unix://")
+	fs.StringVar(&c.cluster, "cluster", "", "comma-separated seed addresses of a Redis Cluster (instead of --redis)")
+	fs.StringVar(&c.prefix, "prefix", redislock.DefaultKeyPrefix, "lock key prefix")
+}
+
+// client returns a client for the flags, without any I/O. The error is one
+// line fit for the user.
+func (c *connFlags) client() (redis.UniversalClient, string, error) {
+	if c.cluster != "" {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 strings.Split(c.cluster, ","),
+			ContextTimeoutEnabled: true,
+			MaxRetries:            1,
+		}), c.cluster, nil
+	}
+	opts, err := redis.ParseURL(c.redisURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("bad --redis URL %q: %v", c.redisURL, err)
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.MaxRetries = 1
+	return redis.NewClient(opts), opts.Addr, nil
+}
+
+// check makes sure the server at where answers PING; the error is one line
+// fit for the user.
+func check(ctx context.Context, client redis.UniversalClient, where string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %v", where, err)
+	}
+	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// fail prints a one-line error for command and returns code.
+func fail(stderr io.Writer, command string, code int, err error) int {
+	fmt.Fprintf(stderr, "redislock %s: %v\n", command, err)
+	return code
+}

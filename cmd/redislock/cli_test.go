@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// cliCmd returns the redislock command line as a separate process: the test
+// binary, re-executed as main.
+func cliCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	return cmd
+}
+
+// exitOf runs cmd to the end and returns its exit code and stderr.
+func exitOf(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run %v: %v", cmd.Args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitKey waits until key exists, failing t after 10 s.
+func waitKey(t *testing.T, c *redis.Client, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Exists(context.Background(), key).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 10s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Several `redislock run` of a command that logs its start and end, started
+// together again and again: no two intervals overlap. With a lock name per
+// process (the broken variant) they do.
+func TestRunExcludes(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		sameLock    bool
+		wantOverlap bool
+	}{
+		{"one lock", true, false},
+		{"broken/a lock each", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			url := "redis://" + s.Addr + "/0"
+			log := filepath.Join(t.TempDir(), "log")
+			script := `echo "start $(date +%s%N)" >> "$0"; sleep 0.03; echo "end $(date +%s%N)" >> "$0"`
+			const rounds, procs = 6, 3
+			for r := 0; r < rounds; r++ {
+				var wg sync.WaitGroup
+				for p := 0; p < procs; p++ {
+					name := "job"
+					if !tc.sameLock {
+						name += strconv.Itoa(p)
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						code, errOut := exitOf(t, cliCmd(t, "run", "--redis", url, name, "--", "sh", "-c", script, log))
+						if code != 0 {
+							t.Errorf("run exit %d: %s", code, errOut)
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			data, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			overlap, n := overlaps(t, string(data))
+			if n != rounds*procs {
+				t.Fatalf("log has %d intervals, want %d", n, rounds*procs)
+			}
+			if overlap != tc.wantOverlap {
+				t.Fatalf("intervals overlap = %v, want %v:\n%s", overlap, tc.wantOverlap, data)
+			}
+		})
+	}
+}
+
+// overlaps reports whether the start/end log has two intervals that
+// overlap, and how many intervals it has. Without overlap its lines
+// alternate start, end, with times that never go back.
+func overlaps(t *testing.T, log string) (overlap bool, n int) {
+	var kinds []string
+	var times []int64
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			t.Fatalf("bad log line %q", sc.Text())
+		}
+		ts, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("bad log line %q", sc.Text())
+		}
+		kinds, times = append(kinds, f[0]), append(times, ts)
+		if f[0] == "end" {
+			n++
+		}
+	}
+	for i := range kinds {
+		want := "start"
+		if i%2 == 1 {
+			want = "end"
+		}
+		if kinds[i] != want || (i > 0 && times[i] < times[i-1]) {
+			overlap = true
+		}
+	}
+	return overlap, n
+}
+
+func TestRunBusy(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	holder, _ := redislock.New(s.Client(), "job", redislock.WithID("holder-1"))
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	code, errOut := exitOf(t, cliCmd(t, "run", "-n", "--redis", url, "job", "--", "true"))
+	if code != exitBusy || !strings.Contains(errOut, `busy (held by "holder-1")`) || time.Since(start) > 5*time.Second {
+		t.Fatalf("run -n while held: exit %d after %v, %q; want %d at once", code, time.Since(start), errOut, exitBusy)
+	}
+	if code, _ := exitOf(t, cliCmd(t, "run", "-n", "-E", "3", "--redis", url, "job", "--", "true")); code != 3 {
+		t.Fatalf("run -n -E 3 while held: exit %d, want 3", code)
+	}
+	start = time.Now()
+	code, _ = exitOf(t, cliCmd(t, "run", "-w", "300ms", "--redis", url, "job", "--", "true"))
+	waited := time.Since(start)
+	t.Logf("run -w 300ms gave up after %v (process start included)", waited)
+	if code != exitBusy || waited < 300*time.Millisecond || waited > 3*time.Second {
+		t.Fatalf("run -w 300ms: exit %d after %v, want %d after about 300ms", code, waited, exitBusy)
+	}
+	if got := s.Client().Get(ctx, "lock:job").Val(); got != "holder-1" {
+		t.Fatalf("busy runs changed the key to %q", got)
+	}
+}
+
+func TestRunExitCodeAndRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	url := "redis://" + s.Addr + "/0"
+	if code, _ := exitOf(t, cliCmd(t, "run", "--redis", url, "job", "--", "sh", "-c", "exit 7")); code != 7 {
+		t.Fatalf("run of `exit 7`: exit %d, want 7", code)
+	}
+	if code, _ := exitOf(t, cliCmd(t, "run", "--redis", url, "job", "--", "no-such-command-xyz")); code != exitNotFound {
+		t.Fatalf("run of a missing command: exit %d, want %d", code, exitNotFound)
+	}
+	if admin.Exists(ctx, "lock:job").Val() != 0 {
+		t.Fatal("lock left held after the runs")
+	}
+
+	// A command that outlives the expire four times keeps the lock: for
+	// its first second (over three expires) the key holds its id.
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "300ms", "--id", "cli-run", "job", "--", "sleep", "1.2")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitKey(t, admin, "lock:job")
+	for start := time.Now(); time.Since(start) < time.Second; time.Sleep(10 * time.Millisecond) {
+		if got, err := admin.Get(ctx, "lock:job").Result(); err != nil || got != "cli-run" {
+			t.Fatalf("%v into the run the key holds %q (%v), want cli-run", time.Since(start), got, err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if admin.Exists(ctx, "lock:job").Val() != 0 {
+		t.Fatal("lock left held after the run")
+	}
+}
+
+// SIGTERM to redislock is passed on to COMMAND, and the lock is released
+// once it exits: a waiter gets it at once, not at the TTL.
+func TestRunSIGTERMReleases(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "30s", "job", "--", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitKey(t, s.Client(), "lock:job")
+	waiter, _ := redislock.New(s.Client(), "job")
+	got := make(chan time.Time, 1)
+	go func() {
+		if err := waiter.Acquire(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+	}()
+	signalled := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	at := <-got
+	t.Logf("SIGTERM -> waiter holding: %v", at.Sub(signalled))
+	if at.Sub(signalled) > 2*time.Second {
+		t.Fatalf("waiter got the lock %v after SIGTERM, want at once", at.Sub(signalled))
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("run exit %d (%v), want %d (COMMAND killed by SIGTERM)", code, err, 128+int(syscall.SIGTERM))
+	}
+	waiter.Release(ctx)
+}
+
+// The lock deleted under a running COMMAND: COMMAND gets SIGTERM and
+// redislock exits with the lost-lock code.
+func TestRunLostLockTerminates(t *testing.T) {
+	s := redistest.Start(t)
+	url := "redis://" + s.Addr + "/0"
+	mark := filepath.Join(t.TempDir(), "mark")
+	script := `trap 'echo got-term > "$0"; exit 0' TERM; while :; do sleep 0.05; done`
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "600ms", "job", "--", "sh", "-c", script, mark)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitKey(t, s.Client(), "lock:job")
+	deleted := time.Now()
+	s.Client().Del(context.Background(), "lock:job")
+	cmd.Wait()
+	t.Logf("key deleted -> redislock exited: %v", time.Since(deleted))
+	if code := cmd.ProcessState.ExitCode(); code != exitLost || !strings.Contains(stderr.String(), "lost") {
+		t.Fatalf("run exit %d, stderr %q; want %d and a message about the loss", code, stderr.String(), exitLost)
+	}
+	if data, _ := os.ReadFile(mark); strings.TrimSpace(string(data)) != "got-term" {
+		t.Fatalf("COMMAND did not get SIGTERM (mark %q)", data)
+	}
+	// COMMAND's shell may say "Terminated"; redislock says one line.
+	if n := strings.Count(stderr.String(), "redislock run:"); n != 1 {
+		t.Fatalf("redislock wrote %d lines, want 1: %q", n, stderr.String())
+	}
+}
+
+func TestAdminCommands(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	url := "redis://" + s.Addr + "/0"
+	for _, name := range []string{"a", "b"} {
+		l, _ := redislock.New(s.Client(), name, redislock.WithID("owner-"+name), redislock.WithExpire(time.Minute))
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forever, _ := redislock.New(s.Client(), "c", redislock.WithID("owner-c"))
+	if err := forever.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := runCLI(t, "status", "--redis", url, "a", "--json")
+	var st lockStatus
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status --json: exit %d, %q %q", code, out, errOut)
+	}
+	if !st.Held || st.Owner != "owner-a" || st.Key != "lock:a" || st.TTLms == nil || *st.TTLms <= 50000 {
+		t.Fatalf("status a = %+v", st)
+	}
+	code, out, _ = runCLI(t, "status", "--redis", url, "--json", "nobody")
+	st = lockStatus{}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Held || st.TTLms != nil || st.Owner != "" {
+		t.Fatalf("status of a free lock: exit %d, %q", code, out)
+	}
+	if code, out, _ = runCLI(t, "status", "--redis", url, "c"); code != 0 || !strings.Contains(out, `c: held by "owner-c", no expire`) {
+		t.Fatalf("status c: exit %d, %q", code, out)
+	}
+
+	code, out, _ = runCLI(t, "list", "--redis", url, "--json")
+	var all []lockStatus
+	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) != 3 {
+		t.Fatalf("list --json: exit %d, %q", code, out)
+	}
+	if all[2].Name != "c" || *all[2].TTLms != -1 || all[0].Owner != "owner-a" {
+		t.Fatalf("list --json = %+v", all)
+	}
+	if code, out, _ = runCLI(t, "list", "--redis", url, "[ab]"); code != 0 || strings.Count(out, "owner-") != 2 {
+		t.Fatalf("list [ab]: exit %d, %q", code, out)
+	}
+
+	if code, out, _ = runCLI(t, "reset", "--redis", url, "a"); code != 0 || !strings.Contains(out, `was held by "owner-a"`) {
+		t.Fatalf("reset a: exit %d, %q", code, out)
+	}
+	if admin.Exists(ctx, "lock:a").Val() != 0 || admin.LLen(ctx, "lock-signal:a").Val() != 1 {
+		t.Fatal("reset a did not delete and signal")
+	}
+	// reset-all refuses without --yes when stdin is not a terminal.
+	if code, _, errOut = runCLI(t, "reset-all", "--redis", url); code != exitUsage || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("reset-all without --yes: exit %d, %q", code, errOut)
+	}
+	if admin.Exists(ctx, "lock:b").Val() != 1 {
+		t.Fatal("reset-all without --yes reset a lock")
+	}
+	if code, out, _ = runCLI(t, "reset-all", "--redis", url, "--yes"); code != 0 || !strings.Contains(out, "reset 2 locks") {
+		t.Fatalf("reset-all --yes: exit %d, %q", code, out)
+	}
+	if n := admin.Exists(ctx, "lock:b", "lock:c").Val(); n != 0 {
+		t.Fatalf("%d locks left after reset-all", n)
+	}
+}
+
+// Bad input: one line on stderr, a non-zero exit, and nothing written.
+func TestCLIErrors(t *testing.T) {
+	s := redistest.Start(t)
+	url := "redis://" + s.Addr + "/0"
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{nil, exitUsage, "Usage"},
+		{[]string{"bogus"}, exitUsage, `unknown command "bogus"`},
+		{[]string{"run", "--redis", url, "job", "true"}, exitUsage, "missing --"},
+		{[]string{"run", "--redis", url, "--", "true"}, exitUsage, "exactly one lock NAME"},
+		{[]string{"run", "--redis", url, "a", "b", "--", "true"}, exitUsage, "exactly one lock NAME"},
+		{[]string{"run", "--redis", url, "job", "--"}, exitUsage, "missing --"},
+		{[]string{"run", "--redis", url, "--expire", "0", "job", "--", "true"}, exitUsage, "auto-renewal needs an expire"},
+		{[]string{"run", "--redis", url, "--id", "", "job", "--", "true"}, exitUsage, "empty owner id"},
+		{[]string{"run", "--redis", url, "--prefix", "", "job", "--", "true"}, exitUsage, "empty key prefix"},
+		{[]string{"run", "--redis", url, "-n", "-w", "1s", "job", "--", "true"}, exitUsage, "exclude each other"},
+		{[]string{"run", "--redis", url, "-E", "300", "job", "--", "true"}, exitUsage, "--conflict-exit-code"},
+		{[]string{"run", "--redis", url, "--bogus", "job", "--", "true"}, exitUsage, "flag provided but not defined"},
+		{[]string{"run", "--redis", "http://x", "job", "--", "true"}, exitUsage, "bad --redis URL"},
+		{[]string{"run", "--redis", "redis://127.0.0.1:1/0", "job", "--", "true"}, exitFail, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"status", "--redis", url}, exitUsage, "want 1 arguments"},
+		{[]string{"status", "--redis", url, ""}, exitUsage, "empty lock name"},
+		{[]string{"status", "--redis", "redis://127.0.0.1:1/0", "job"}, exitFail, "cannot reach Redis"},
+		{[]string{"list", "--redis", url, "a", "b"}, exitUsage, "want 0 to 1 arguments"},
+		{[]string{"reset", "--redis", url}, exitUsage, "want 1 arguments"},
+		{[]string{"reset-all", "--redis", url, "extra"}, exitUsage, "want 0 arguments"},
+		{[]string{"demo", "--workers", "0"}, exitUsage, "--workers"},
+		{[]string{"demo", "--hold", "2s", "--expire", "1s"}, exitUsage, "--expire"},
+		{[]string{"demo", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"demo", "--redis", "redis://127.0.0.1:1/0"}, exitFail, "cannot reach Redis at 127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, tt.args...)
+			if code != tt.wantCode || !strings.Contains(errOut, tt.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.wantCode, tt.wantErr)
+			}
+			if tt.wantCode == exitFail && strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Fatalf("more than one line on stderr:\n%s", errOut)
+			}
+		})
+	}
+	if n := s.Client().DBSize(context.Background()).Val(); n != 0 {
+		t.Fatalf("bad command lines wrote %d keys", n)
+	}
+}
