@@ -387,3 +387,30 @@ func TestCLIErrors(t *testing.T) {
 		t.Fatalf("bad command lines wrote %d keys", n)
 	}
 }
+
+// A COMMAND that ignores SIGTERM after a loss is killed after --kill-after.
+func TestRunLostLockKillsStubbornCommand(t *testing.T) {
+	s := redistest.Start(t)
+	url := "redis://" + s.Addr + "/0"
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "600ms", "--kill-after", "300ms", "job", "--",
+		"sh", "-c", `trap '' TERM; while :; do sleep 0.05; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitKey(t, s.Client(), "lock:job")
+	deleted := time.Now()
+	s.Client().Del(context.Background(), "lock:job")
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("redislock still running 10s after the loss: COMMAND was not killed")
+	}
+	took := time.Since(deleted)
+	t.Logf("key deleted -> COMMAND killed and redislock exited: %v", took)
+	if code := cmd.ProcessState.ExitCode(); code != exitLost || took < 300*time.Millisecond {
+		t.Fatalf("run exit %d after %v, want %d after the 300ms grace", code, took, exitLost)
+	}
+}
