@@ -13,30 +13,39 @@ const DefaultKeyPrefix = "lock:"
 // from the lock prefix by dropping one trailing ':' and appending
 // "-signal:", so "lock:" gives python-redis-lock's "lock-signal:" and
 // "_mayan_lock:" gives "_mayan_lock-signal:".
+//
+// The fence key of WithFencing is derived the same way with "-fence:"
+// ("lock-fence:<name>"); no python-redis-lock key has that prefix.
 type keyScheme struct {
 	lockPrefix   string
 	signalPrefix string
+	fencePrefix  string
 }
 
 func newKeyScheme(prefix string) keyScheme {
+	base := strings.TrimSuffix(prefix, ":")
 	return keyScheme{
 		lockPrefix:   prefix,
-		signalPrefix: strings.TrimSuffix(prefix, ":") + "-signal:",
+		signalPrefix: base + "-signal:",
+		fencePrefix:  base + "-fence:",
 	}
 }
 
 func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + name }
 func (s keyScheme) signalKey(name string) string { return s.signalPrefix + name }
+func (s keyScheme) fenceKey(name string) string  { return s.fencePrefix + name }
 
 // nameOf returns the lock name of a lock key, and false when key is not a
-// lock key of this scheme (a signal key, when the signal prefix itself
+// lock key of this scheme (a signal or fence key, when their prefix itself
 // starts with the lock prefix, or an unrelated key).
 func (s keyScheme) nameOf(key string) (string, bool) {
 	if !strings.HasPrefix(key, s.lockPrefix) {
 		return "", false
 	}
-	if strings.HasPrefix(s.signalPrefix, s.lockPrefix) && strings.HasPrefix(key, s.signalPrefix) {
-		return "", false
+	for _, other := range []string{s.signalPrefix, s.fencePrefix} {
+		if strings.HasPrefix(other, s.lockPrefix) && strings.HasPrefix(key, other) {
+			return "", false
+		}
 	}
 	return key[len(s.lockPrefix):], true
 }

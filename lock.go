@@ -28,6 +28,8 @@ type Lock struct {
 	client redis.UniversalClient
 	name   string
 	keys   []string // {lock key, signal key}: KEYS of every two-key script
+
+	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
 	id     string
 	autoID bool // id is this Lock's own random id, in no other Lock
 
@@ -77,10 +79,15 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	ks := newKeyScheme(c.prefix)
+	acquireKeys := []string{ks.lockKey(name)}
+	if c.fencing {
+		acquireKeys = append(acquireKeys, ks.fenceKey(name))
+	}
 	l := &Lock{
 		client:         client,
 		name:           name,
 		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
+		acquireKeys:    acquireKeys,
 		id:             c.id,
 		autoID:         !c.idGiven,
 		expire:         c.expire,
@@ -148,10 +155,11 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 		prev.cleanup.Stop()
 	}
 
-	sent, err := l.acquire(ctx, blocking)
+	sent, token, err := l.acquire(ctx, blocking)
 	var h *hold
 	if err == nil {
 		h = newHold(l, sent)
+		h.token = token
 		if l.autoRenewal {
 			err = h.startRenewal(sent)
 		}

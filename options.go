@@ -25,6 +25,7 @@ type config struct {
 	prefix       string
 	autoRenewal  bool
 	maxHold      time.Duration
+	fencing      bool
 }
 
 func newConfig(opts []Option) config {
@@ -105,6 +106,22 @@ func WithAutoRenewal() Option {
 // ErrInvalidMaxHold.
 func WithMaxHold(d time.Duration) Option {
 	return func(c *config) { c.maxHold = d }
+}
+
+// WithFencing makes every successful acquire also return a fencing token,
+// read with Token: a number that grows with every grant of the lock, taken
+// in the same script and round trip as the lock. Pass it to the resource
+// the lock protects, which refuses any write carrying a token lower than
+// one it has seen: a holder paused past its expire then cannot write
+// after the next holder did.
+//
+// Tokens are kept in the key "lock-fence:<name>" (no expire). Each one is
+// the larger of the previous token + 1 and the Redis server's clock in
+// microseconds, so tokens keep growing across a restart that lost the key,
+// as long as the server's clock does not go back. The default is no
+// fencing, and no fence key is written.
+func WithFencing() Option {
+	return func(c *config) { c.fencing = true }
 }
 
 // validate checks the configuration and fills in the random id.

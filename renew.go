@@ -21,6 +21,7 @@ type hold struct {
 	id      string
 	expire  time.Duration // 0: the key never expires
 	maxEnd  time.Time     // WithMaxHold: no renewal past this; zero: no cap
+	token   int64         // fencing token of the acquire; 0 without fencing
 
 	done chan struct{} // closed once, when the hold ends
 

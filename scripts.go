@@ -46,7 +46,8 @@ const (
 // acquireResult is the acquire script's reply.
 type acquireResult struct {
 	status acquireStatus
-	pttl   int64 // holder's remaining TTL in ms; -1 when it never expires
+	pttl   int64 // busy: the holder's remaining TTL in ms; -1 when it never expires
+	token  int64 // acquired: the fencing token; 0 without fencing
 }
 
 var errBadReply = errors.New("redislock: unexpected reply from Redis")
@@ -60,7 +61,13 @@ func parseAcquire(cmd *redis.Cmd) (acquireResult, error) {
 	if len(vals) != 2 || vals[0] < 0 || vals[0] > 2 {
 		return acquireResult{}, errBadReply
 	}
-	return acquireResult{status: acquireStatus(vals[0]), pttl: vals[1]}, nil
+	res := acquireResult{status: acquireStatus(vals[0])}
+	if res.status == statusAcquired {
+		res.token = vals[1]
+	} else {
+		res.pttl = vals[1]
+	}
+	return res, nil
 }
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply to EVALSHA.

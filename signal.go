@@ -61,28 +61,29 @@ func maxSliceFor(client redis.UniversalClient, expire time.Duration) time.Durati
 }
 
 // acquire tries to take the lock and, when blocking, waits for it. It
-// returns when the winning try was sent, or why there was none.
-func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, err error) {
+// returns when the winning try was sent and the fencing token it got, or
+// why there was none.
+func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, token int64, err error) {
 	if err := ctx.Err(); err != nil {
-		return sent, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+		return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	sent = time.Now()
 	res, err := l.try(ctx)
 	for {
 		if err != nil {
-			return sent, l.fail(ctx, err)
+			return sent, 0, l.fail(ctx, err)
 		}
 		switch res.status {
 		case statusAcquired:
-			return sent, nil
+			return sent, res.token, nil
 		case statusOurs:
-			return sent, l.wrap(ErrAlreadyAcquired)
+			return sent, 0, l.wrap(ErrAlreadyAcquired)
 		}
 		if !blocking {
-			return sent, l.wrap(ErrLocked)
+			return sent, 0, l.wrap(ErrLocked)
 		}
 		if err := ctx.Err(); err != nil {
-			return sent, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+			return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
 		sent = time.Now()
 		res, err = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
@@ -91,7 +92,7 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, err 
 
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
-	return parseAcquire(acquireScript.Run(ctx, l.client, l.keys[:1], l.id, l.expireMS, l.ownFlag()))
+	return parseAcquire(acquireScript.Run(ctx, l.client, l.acquireKeys, l.id, l.expireMS, l.ownFlag()))
 }
 
 // slice is how long the next BLPOP may block: no longer than the holder's
@@ -113,7 +114,7 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, error) {
 	pipe := l.client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
-	tryCmd := acquireScript.EvalSha(ctx, pipe, l.keys[:1], l.id, l.expireMS, l.ownFlag())
+	tryCmd := acquireScript.EvalSha(ctx, pipe, l.acquireKeys, l.id, l.expireMS, l.ownFlag())
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 
 	res, err := parseAcquire(tryCmd)

@@ -1,0 +1,229 @@
+package redislock_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Tokens strictly increase from grant to grant, across holders and
+// clients: 1,000 grants from four clients, recorded in grant order.
+func TestFencingTokensIncrease(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		const clients, grants = 4, 250
+		var (
+			mu     sync.Mutex
+			tokens []int64
+			wg     sync.WaitGroup
+		)
+		for range clients {
+			l := mustNew(t, b.client(), "job", redislock.WithFencing(), redislock.WithExpire(10*time.Second))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range grants {
+					if err := l.Acquire(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock() // inside the critical section: grant order
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(tokens) != clients*grants {
+			t.Fatalf("%d grants, want %d", len(tokens), clients*grants)
+		}
+		for i := 1; i < len(tokens); i++ {
+			if tokens[i] <= tokens[i-1] {
+				t.Fatalf("token %d = %d after %d: not increasing", i, tokens[i], tokens[i-1])
+			}
+		}
+		if last, _ := b.client().Get(ctx, "lock-fence:job").Int64(); last != tokens[len(tokens)-1] {
+			t.Fatalf("lock-fence:job = %d, want the last token %d", last, tokens[len(tokens)-1])
+		}
+		if tokens[0] < 1<<40 || tokens[len(tokens)-1] >= 1<<53 {
+			t.Fatalf("tokens %d..%d, want microsecond clock values below 2^53", tokens[0], tokens[len(tokens)-1])
+		}
+	})
+}
+
+// A restart that keeps nothing between two grants: the second token is
+// still larger. A plain INCR counter (the broken variant) restarts at 1.
+func TestFencingTokensSurviveRestart(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	l := mustNew(t, s.Client(func(o *redis.Options) { o.MaxRetries = 5 }), "job", redislock.WithFencing())
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Token()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	naive := s.Client()
+	naiveFirst := naive.Incr(ctx, "naive-fence").Val()
+
+	s.Restart()
+	if n := s.Client().DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("the restarted server kept %d keys", n)
+	}
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second := l.Token(); second <= first {
+		t.Fatalf("token after restart %d <= %d before", second, first)
+	}
+	if naiveSecond := naive.Incr(ctx, "naive-fence").Val(); naiveSecond > naiveFirst {
+		t.Fatalf("the naive counter went from %d to %d: the check cannot tell them apart", naiveFirst, naiveSecond)
+	}
+	l.Release(ctx)
+}
+
+// fencedStore is a resource that checks tokens: it refuses a write whose
+// token is lower than the highest it accepted.
+type fencedStore struct {
+	mu    sync.Mutex
+	fence int64
+	value string
+}
+
+var errStaleToken = errors.New("stale fencing token")
+
+func (s *fencedStore) write(token int64, v string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.fence {
+		return fmt.Errorf("%w: %d < %d", errStaleToken, token, s.fence)
+	}
+	s.fence, s.value = token, v
+	return nil
+}
+
+// A holder whose lock expired (the test deletes its key) and was taken by
+// another: its late guarded write is refused and the new holder's stands;
+// a resource that checks tokens refuses its stale token.
+func TestLateHolderIsFenced(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+	if err := old.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldToken := old.Token()
+	if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
+		t.Fatalf("Guard() while holding = %v", err)
+	}
+
+	admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
+	next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+	if err := next.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := &fencedStore{}
+	if err := store.write(next.Token(), "next"); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "next", 0).Err() }); err != nil {
+		t.Fatalf("new holder's Guard() = %v", err)
+	}
+
+	// The old holder wakes up and writes late.
+	ran := false
+	err := old.Guard(ctx, func(p redis.Pipeliner) error { ran = true; return p.Set(ctx, "data", "old-2", 0).Err() })
+	if !errors.Is(err, redislock.ErrNotAcquired) || ran {
+		t.Fatalf("late Guard() = %v (fn ran %v), want ErrNotAcquired without running fn", err, ran)
+	}
+	if got := admin.Get(ctx, "data").Val(); got != "next" {
+		t.Fatalf("data = %q, want the new holder's write", got)
+	}
+	if err := store.write(oldToken, "old"); !errors.Is(err, errStaleToken) {
+		t.Fatalf("store.write(stale token) = %v, want errStaleToken", err)
+	}
+	if store.value != "next" {
+		t.Fatalf("store = %q, want next", store.value)
+	}
+	// The broken variant: without the guard the late write lands.
+	admin.Set(ctx, "data", "old-2", 0)
+	if admin.Get(ctx, "data").Val() != "old-2" {
+		t.Fatal("unguarded write did not land")
+	}
+}
+
+// Guard's transaction is aborted when the key changes or expires between
+// the owner check and EXEC.
+func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Guard(ctx, func(p redis.Pipeliner) error {
+		admin.Set(ctx, l.Key(), "thief", 0) // between the check and EXEC
+		p.Set(ctx, "data", "mine", 0)
+		return nil
+	})
+	if !errors.Is(err, redislock.ErrNotAcquired) || admin.Exists(ctx, "data").Val() != 0 {
+		t.Fatalf("Guard() with the key taken before EXEC = %v (data exists %d), want ErrNotAcquired and no write",
+			err, admin.Exists(ctx, "data").Val())
+	}
+	errFn := errors.New("fn failed")
+	admin.Set(ctx, l.Key(), l.ID(), time.Minute)
+	if err := l.Guard(ctx, func(p redis.Pipeliner) error { p.Set(ctx, "data", "x", 0); return errFn }); !errors.Is(err, errFn) {
+		t.Fatalf("Guard() with fn failing = %v, want fn's error", err)
+	}
+	if admin.Exists(ctx, "data").Val() != 0 {
+		t.Fatal("Guard ran the commands of a failed fn")
+	}
+}
+
+// The fence key is opt-in: a lock without fencing writes only
+// python-redis-lock's keys, and with fencing those keys are unchanged.
+func TestFencingKeepsPythonKeys(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		plain := mustNew(t, c, "plain", redislock.WithExpire(time.Minute))
+		if err := plain.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if plain.Token() != 0 {
+			t.Fatalf("Token() without fencing = %d, want 0", plain.Token())
+		}
+		plain.Release(ctx)
+		if keys := c.Keys(ctx, "*fence*").Val(); len(keys) != 0 {
+			t.Fatalf("a lock without fencing wrote %q", keys)
+		}
+		fenced := mustNew(t, c, "fenced", redislock.WithExpire(time.Minute), redislock.WithFencing())
+		if err := fenced.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Get(ctx, "lock:fenced").Val(); got != fenced.ID() {
+			t.Fatalf("lock:fenced = %q, want the owner id", got)
+		}
+		fenced.Release(ctx)
+		if got := c.LRange(ctx, "lock-signal:fenced", 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+			t.Fatalf("lock-signal:fenced = %q", got)
+		}
+		if n, err := redislock.ResetAll(ctx, c); err != nil || n != 0 {
+			t.Fatalf("ResetAll() = %d, %v; the fence key must not count as a lock", n, err)
+		}
+	})
+}
