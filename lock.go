@@ -30,8 +30,8 @@ type Lock struct {
 	keys   []string // {lock key, signal key}: KEYS of every two-key script
 
 	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
-	id     string
-	autoID bool // id is this Lock's own random id, in no other Lock
+	id          string
+	autoID      bool // id is this Lock's own random id, in no other Lock
 
 	expire         time.Duration // 0: never expires
 	expireMS       string        // ARGV form of the expire; "0" for none
