@@ -25,10 +25,9 @@ import (
 // Each successful acquire starts a hold, which ends at Release or when the
 // lock is lost; Done and Err report it as a context does.
 type Lock struct {
-	client redis.UniversalClient
-	name   string
-	keys   []string // {lock key, signal key}: KEYS of every two-key script
-
+	client      redis.UniversalClient
+	name        string
+	keys        []string // {lock key, signal key}: KEYS of every two-key script
 	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
 	id          string
 	autoID      bool // id is this Lock's own random id, in no other Lock
