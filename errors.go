@@ -103,6 +103,18 @@ var (
 	// given an empty prefix (ResetAll would then scan every key).
 	ErrInvalidPrefix = invalid("empty key prefix")
 
+	// ErrInvalidHashTag is returned by New, ResetAll and List for hash-tagged
+	// keys (WithHashTag, or a cluster client) when the name contains '}'
+	// or the prefix contains '{' or '}': the keys of one lock would then
+	// not share a slot.
+	ErrInvalidHashTag = invalid("hash-tagged keys: the name must not contain '}', nor the prefix '{' or '}'")
+
+	// ErrCrossSlot is returned by New, ResetAll and List for
+	// python-redis-lock's untagged keys (WithHashTag(false)) on a
+	// *redis.ClusterClient: the lock and signal keys would hash to
+	// different slots.
+	ErrCrossSlot = invalid("untagged keys on a cluster client: lock and signal keys would be in different slots")
+
 	// ErrInvalidAutoRenewal is returned by New when WithAutoRenewal is given
 	// without an expire: there would be nothing to renew.
 	ErrInvalidAutoRenewal = invalid("auto-renewal needs an expire")

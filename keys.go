@@ -16,24 +16,48 @@ const DefaultKeyPrefix = "lock:"
 //
 // The fence key of WithFencing is derived the same way with "-fence:"
 // ("lock-fence:<name>"); no python-redis-lock key has that prefix.
+//
+// In the hash-tagged scheme (Redis Cluster) the name is wrapped in braces,
+// "lock:{reports}", "lock-signal:{reports}", "lock-fence:{reports}", so
+// that all of a lock's keys hash to one slot and its scripts may touch
+// them together.
 type keyScheme struct {
 	lockPrefix   string
 	signalPrefix string
 	fencePrefix  string
+	tagged       bool
 }
 
-func newKeyScheme(prefix string) keyScheme {
+func newKeyScheme(prefix string, tagged bool) keyScheme {
 	base := strings.TrimSuffix(prefix, ":")
 	return keyScheme{
 		lockPrefix:   prefix,
 		signalPrefix: base + "-signal:",
 		fencePrefix:  base + "-fence:",
+		tagged:       tagged,
 	}
 }
 
-func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + name }
-func (s keyScheme) signalKey(name string) string { return s.signalPrefix + name }
-func (s keyScheme) fenceKey(name string) string  { return s.fencePrefix + name }
+// checkName reports whether name gives keys of one slot: in the tagged
+// scheme a '}' in the name would end the tag early, and a brace in the
+// prefix would make the tag come from it.
+func (s keyScheme) checkName(name string) error {
+	if s.tagged && (strings.ContainsRune(name, '}') || strings.ContainsAny(s.lockPrefix, "{}")) {
+		return ErrInvalidHashTag
+	}
+	return nil
+}
+
+func (s keyScheme) tag(name string) string {
+	if s.tagged {
+		return "{" + name + "}"
+	}
+	return name
+}
+
+func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + s.tag(name) }
+func (s keyScheme) signalKey(name string) string { return s.signalPrefix + s.tag(name) }
+func (s keyScheme) fenceKey(name string) string  { return s.fencePrefix + s.tag(name) }
 
 // nameOf returns the lock name of a lock key, and false when key is not a
 // lock key of this scheme (a signal or fence key, when their prefix itself
@@ -47,13 +71,20 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 			return "", false
 		}
 	}
-	return key[len(s.lockPrefix):], true
+	name := key[len(s.lockPrefix):]
+	if s.tagged {
+		if len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
+			return "", false
+		}
+		return name[1 : len(name)-1], true
+	}
+	return name, true
 }
 
-// scanPattern is the start of a SCAN MATCH pattern for the lock keys of the
-// scheme: the prefix with glob metacharacters escaped. A name pattern (a
-// glob, "*" for all) follows it.
-func (s keyScheme) scanPattern() string {
+// scanPattern is the SCAN MATCH pattern for the lock keys of the scheme
+// whose name matches the glob namePattern: the prefix with glob
+// metacharacters escaped, then the name pattern (in braces when tagged).
+func (s keyScheme) scanPattern(namePattern string) string {
 	var b strings.Builder
 	for _, r := range s.lockPrefix {
 		switch r {
@@ -62,5 +93,6 @@ func (s keyScheme) scanPattern() string {
 		}
 		b.WriteRune(r)
 	}
+	b.WriteString(s.tag(namePattern))
 	return b.String()
 }

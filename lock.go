@@ -77,7 +77,14 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
-	ks := newKeyScheme(c.prefix)
+	tagged, err := c.tagged(client)
+	if err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
+	ks := newKeyScheme(c.prefix, tagged)
+	if err := ks.checkName(name); err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
 	acquireKeys := []string{ks.lockKey(name)}
 	if c.fencing {
 		acquireKeys = append(acquireKeys, ks.fenceKey(name))

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultSignalExpire is how long the wake-up signal of a released lock
@@ -26,6 +27,7 @@ type config struct {
 	autoRenewal  bool
 	maxHold      time.Duration
 	fencing      bool
+	hashTag      *bool // nil: tagged exactly on a *redis.ClusterClient
 }
 
 func newConfig(opts []Option) config {
@@ -122,6 +124,32 @@ func WithMaxHold(d time.Duration) Option {
 // fencing, and no fence key is written.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
+}
+
+// WithHashTag chooses the key scheme. With true the name is wrapped in a
+// hash tag, "lock:{name}", "lock-signal:{name}", so that a lock's keys
+// share one Redis Cluster slot; with false the keys are
+// python-redis-lock's, "lock:name", "lock-signal:name".
+//
+// The default is hash-tagged keys exactly when the client is a
+// *redis.ClusterClient. Give true for a cluster reached through another
+// client type (a proxy). With false on a *redis.ClusterClient, New returns
+// ErrCrossSlot: python-redis-lock's keys hash to different slots and every
+// script would fail with CROSSSLOT.
+func WithHashTag(on bool) Option {
+	return func(c *config) { c.hashTag = &on }
+}
+
+// tagged says whether the keys for client are hash-tagged.
+func (c *config) tagged(client redis.UniversalClient) (bool, error) {
+	_, cluster := client.(*redis.ClusterClient)
+	switch {
+	case c.hashTag == nil:
+		return cluster, nil
+	case !*c.hashTag && cluster:
+		return false, ErrCrossSlot
+	}
+	return *c.hashTag, nil
 }
 
 // validate checks the configuration and fills in the random id.

@@ -71,7 +71,15 @@ func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config
 	if err := c.validate(); err != nil {
 		return keyScheme{}, c, err
 	}
-	return newKeyScheme(c.prefix), c, nil
+	tagged, err := c.tagged(client)
+	if err != nil {
+		return keyScheme{}, c, err
+	}
+	ks := newKeyScheme(c.prefix, tagged)
+	if err := ks.checkName(""); err != nil {
+		return keyScheme{}, c, err
+	}
+	return ks, c, nil
 }
 
 // eachLockKey calls fn with the name of every lock key of scheme ks whose
@@ -81,7 +89,7 @@ func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config
 func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
 	fn func(ctx context.Context, node redis.UniversalClient, name string) error) error {
 	walk := func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.ScanType(ctx, 0, ks.scanPattern()+namePattern, scanCount, "string").Iterator()
+		iter := node.ScanType(ctx, 0, ks.scanPattern(namePattern), scanCount, "string").Iterator()
 		for iter.Next(ctx) {
 			name, ok := ks.nameOf(iter.Val())
 			if !ok {
