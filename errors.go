@@ -29,6 +29,13 @@ var (
 	// AlreadyAcquired.
 	ErrAlreadyAcquired = errors.New("redislock: lock is already acquired by this owner")
 
+	// ErrNotReplicated is returned by Acquire, TryAcquire and Extend with
+	// WithReplicaAck when fewer replicas than asked acknowledged the write
+	// in time. An acquire then releases the key it took and does not hold
+	// the lock; an extend leaves the lock held but its new expire
+	// unconfirmed. A renewal that meets it counts as failed.
+	ErrNotReplicated = errors.New("redislock: too few replicas acknowledged the write")
+
 	// ErrNotExpirable is returned by Extend when the lock key has no expire
 	// (it was taken with WithExpire(0), or by another client without one).
 	// Python's NotExpirable.
@@ -114,6 +121,11 @@ var (
 	// *redis.ClusterClient: the lock and signal keys would hash to
 	// different slots.
 	ErrCrossSlot = invalid("untagged keys on a cluster client: lock and signal keys would be in different slots")
+
+	// ErrInvalidReplicaAck is returned by New when WithReplicaAck is given
+	// fewer than one replica, a timeout below 1ms, or a timeout that does
+	// not fit in two thirds of the client's read timeout.
+	ErrInvalidReplicaAck = invalid("replica ack needs n >= 1 and a timeout from 1ms to 2/3 of the read timeout")
 
 	// ErrInvalidAutoRenewal is returned by New when WithAutoRenewal is given
 	// without an expire: there would be nothing to renew.

@@ -37,6 +37,7 @@ type Lock struct {
 	signalExpireMS string        // ARGV form of the signal expire
 	autoRenewal    bool
 	maxHold        time.Duration // 0: no cap
+	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
 	neverHeld      chan struct{} // closed; Done before the first acquire
 	turn           chan struct{} // Locker's local mutex: one slot
@@ -81,6 +82,10 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	if err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
+	rt := readTimeout(client)
+	if c.ack.on() && rt > 0 && c.ack.timeout > rt*2/3 {
+		return nil, fmt.Errorf("lock %q: %w", name, ErrInvalidReplicaAck)
+	}
 	ks := newKeyScheme(c.prefix, tagged)
 	if err := ks.checkName(name); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
@@ -101,7 +106,8 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		autoRenewal:    c.autoRenewal,
 		maxHold:        c.maxHold,
-		maxSlice:       maxSliceFor(client, c.expire),
+		ack:            c.ack,
+		maxSlice:       maxSliceFor(rt, c.expire, c.ack),
 		neverHeld:      make(chan struct{}),
 		turn:           make(chan struct{}, 1),
 	}
@@ -246,7 +252,11 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	sent := time.Now()
-	n, err := extendScript.Run(ctx, l.client, l.keys[:1], l.id, ms).Int64()
+	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.id, ms)
+	n, err := cmd.Int64()
+	if err == nil && n == 0 && ackErr != nil {
+		return l.wrap(ackErr)
+	}
 	if err == nil && n == 0 {
 		l.mu.Lock()
 		h := l.hold

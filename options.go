@@ -28,6 +28,8 @@ type config struct {
 	maxHold      time.Duration
 	fencing      bool
 	hashTag      *bool // nil: tagged exactly on a *redis.ClusterClient
+	ack          replicaAck
+	ackGiven     bool
 }
 
 func newConfig(opts []Option) config {
@@ -126,6 +128,21 @@ func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
 }
 
+// WithReplicaAck makes every write of the lock key wait until n replicas
+// have it (Redis WAIT, at most timeout), so that a failover to one of them
+// keeps the lock. An acquire that is not acknowledged in time releases the
+// key and returns ErrNotReplicated; so does Extend (the lock stays held);
+// an unacknowledged renewal counts as a failed one.
+//
+// The default is no waiting: a failover may promote a replica that never
+// received the lock. n must be at least 1 and timeout from 1ms to two
+// thirds of the client's read timeout (WAIT blocks the connection), else
+// New returns ErrInvalidReplicaAck. The writes are sent to the master of
+// the lock key; on a Sentinel failover client that is the current master.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
+}
+
 // WithHashTag chooses the key scheme. With true the name is wrapped in a
 // hash tag, "lock:{name}", "lock-signal:{name}", so that a lock's keys
 // share one Redis Cluster slot; with false the keys are
@@ -167,6 +184,8 @@ func (c *config) validate() error {
 		return ErrInvalidAutoRenewal
 	case c.maxHold != 0 && (c.maxHold < 0 || !c.autoRenewal || c.maxHold < c.expire):
 		return ErrInvalidMaxHold
+	case c.ackGiven && (c.ack.n < 1 || c.ack.timeout < time.Millisecond):
+		return ErrInvalidReplicaAck
 	}
 	if !c.idGiven {
 		c.id = uuid.NewString()

@@ -22,6 +22,7 @@ type hold struct {
 	expire  time.Duration // 0: the key never expires
 	maxEnd  time.Time     // WithMaxHold: no renewal past this; zero: no cap
 	token   int64         // fencing token of the acquire; 0 without fencing
+	ack     replicaAck
 
 	done chan struct{} // closed once, when the hold ends
 
@@ -49,6 +50,7 @@ func newHold(l *Lock, sent time.Time) *hold {
 		lockKey: l.keys[:1],
 		id:      l.id,
 		expire:  l.expire,
+		ack:     l.ack,
 		done:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -215,8 +217,12 @@ func (h *hold) renew(sent time.Time) {
 		h.sending = true
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), max(budget, minRetry))
-		n, err := extendScript.Run(ctx, h.client, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10)).Int64()
+		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
+		n, err := cmd.Int64()
 		cancel()
+		if err == nil && n == 0 && ackErr != nil {
+			err = ackErr // extended on the master only: not a renewal we can count on
+		}
 		h.mu.Lock()
 		h.sending = false
 		if err != nil {

@@ -32,27 +32,30 @@ const (
 	cleanupTimeout = 2 * time.Second
 )
 
-// maxSliceFor returns the longest BLPOP for a Lock with the given expire on
-// client. A blocking command that outlasts the client's read timeout fails
-// with an i/o timeout (pipelined or not), so slices stay at two thirds of
-// it. They also stay at a third of the Lock's own expire: the local
-// validity clock of a hold starts when its try was sent, which for the try
-// pipelined behind a BLPOP is up to a slice before the key was set.
-func maxSliceFor(client redis.UniversalClient, expire time.Duration) time.Duration {
-	var rt time.Duration
+// readTimeout returns client's read timeout; <= 0 means none.
+func readTimeout(client redis.UniversalClient) time.Duration {
 	switch c := client.(type) {
 	case interface{ Options() *redis.Options }:
-		rt = c.Options().ReadTimeout
+		return c.Options().ReadTimeout
 	case interface{ Options() *redis.ClusterOptions }:
-		rt = c.Options().ReadTimeout
+		return c.Options().ReadTimeout
 	case interface{ Options() *redis.RingOptions }:
-		rt = c.Options().ReadTimeout
-	default:
-		rt = 3 * time.Second // go-redis's default
+		return c.Options().ReadTimeout
 	}
+	return 3 * time.Second // go-redis's default
+}
+
+// maxSliceFor returns the longest BLPOP for a Lock with the given expire
+// and replica ack on a client with read timeout rt. A blocking command
+// that outlasts the read timeout fails with an i/o timeout (pipelined or
+// not), so a slice and the WAIT behind it stay within two thirds of it.
+// Slices also stay at a third of the Lock's own expire: the local validity
+// clock of a hold starts when its try was sent, which for the try
+// pipelined behind a BLPOP is up to a slice before the key was set.
+func maxSliceFor(rt, expire time.Duration, ack replicaAck) time.Duration {
 	d := defaultMaxSlice
 	if rt > 0 { // -1 and -2: no read deadline at all
-		d = min(d, rt*2/3)
+		d = min(d, rt*2/3-ack.timeout)
 	}
 	if expire > 0 {
 		d = min(d, expire/3)
@@ -92,7 +95,21 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
-	return parseAcquire(acquireScript.Run(ctx, l.client, l.acquireKeys, l.id, l.expireMS, l.ownFlag()))
+	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.id, l.expireMS, l.ownFlag())
+	return l.acked(ctx, cmd, ackErr)
+}
+
+// acked parses an acquire reply and, when it took the lock but too few
+// replicas acknowledged it, releases the key again and returns ackErr.
+func (l *Lock) acked(ctx context.Context, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
+	res, err := parseAcquire(cmd)
+	if err != nil || res.status != statusAcquired || ackErr == nil {
+		return res, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	releaseScript.Run(rctx, l.client, l.keys, l.id, l.signalExpireMS)
+	return res, ackErr
 }
 
 // slice is how long the next BLPOP may block: no longer than the holder's
@@ -111,13 +128,31 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 
 // waitAndTry sends BLPOP on the signal list for d and, in the same
 // pipeline, the next try-acquire.
+//
+// With replica ack, WAIT follows in the same pipeline, on the master of the
+// lock key.
 func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, error) {
-	pipe := l.client.Pipeline()
+	client := l.client
+	if l.ack.on() {
+		var err error
+		if client, err = node(ctx, l.client, l.keys[0]); err != nil {
+			return acquireResult{}, err
+		}
+	}
+	pipe := client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
 	tryCmd := acquireScript.EvalSha(ctx, pipe, l.acquireKeys, l.id, l.expireMS, l.ownFlag())
+	var waitCmd *redis.Cmd
+	if l.ack.on() {
+		waitCmd = l.ack.queue(ctx, pipe)
+	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 
-	res, err := parseAcquire(tryCmd)
+	var ackErr error
+	if waitCmd != nil {
+		ackErr = l.ack.check(waitCmd)
+	}
+	res, err := l.acked(ctx, tryCmd, ackErr)
 	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && err == nil {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
@@ -139,7 +174,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, 
 // the lock for us, or a wake-up signal may have been consumed on our
 // behalf. The giveback script, on a context of its own, undoes both.
 func (l *Lock) fail(ctx context.Context, err error) error {
-	if !isReply(err) {
+	if !isReply(err) && !errors.Is(err, ErrNotReplicated) {
 		l.giveBack(ctx)
 	}
 	if cerr := ctx.Err(); cerr != nil {

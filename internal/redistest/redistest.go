@@ -56,24 +56,35 @@ func Binary(t testing.TB) string {
 // and stops it when t ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		var port int
-		port, err = freePort()
-		if err != nil {
-			continue
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = append([]string{
+	return launch(t, func(port int, dir string) ([]string, error) {
+		return append([]string{
 			"--bind", "127.0.0.1",
 			"--port", strconv.Itoa(port),
 			"--save", "",
 			"--appendonly", "no",
-			"--dir", s.dir,
+			"--dir", dir,
 			"--maxmemory-policy", "noeviction",
 			"--protected-mode", "yes",
-		}, directives(extra)...)
+		}, directives(extra)...), nil
+	})
+}
+
+// launch starts a redis-server with the arguments argsFor returns for a
+// free loopback port and a fresh directory, trying other ports if the
+// chosen one was taken meanwhile, and stops it when t ends.
+func launch(t testing.TB, argsFor func(port int, dir string) ([]string, error)) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if s.args, err = argsFor(port, s.dir); err != nil {
+			break
+		}
 		if err = s.start(); err == nil {
 			t.Cleanup(s.Stop)
 			return s

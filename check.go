@@ -1,0 +1,183 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Severity ranks a Finding of Check.
+type Severity int
+
+const (
+	// Info is worth knowing, with no risk to mutual exclusion.
+	Info Severity = iota
+	// Warning is a risk in some failures, or something Check could not
+	// inspect.
+	Warning
+	// Problem makes locks unsafe or unusable on this deployment.
+	Problem
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warning:
+		return "warning"
+	}
+	return "problem"
+}
+
+// A Finding is one thing Check reports about one Redis node.
+type Finding struct {
+	Severity Severity
+	Node     string // the node's address
+	Message  string
+}
+
+func (f Finding) String() string { return fmt.Sprintf("%s: %s: %s", f.Severity, f.Node, f.Message) }
+
+// Report is what Check found, Problems first.
+type Report []Finding
+
+// OK reports whether the report has no Problem.
+func (r Report) OK() bool {
+	for _, f := range r {
+		if f.Severity == Problem {
+			return false
+		}
+	}
+	return true
+}
+
+// Check inspects the deployment behind client (every master of a cluster)
+// and reports what makes locks unsafe there:
+//
+//   - a maxmemory-policy other than noeviction (Problem): Redis may evict a
+//     lock key and another owner then takes the lock;
+//   - a node that is a replica (Problem): lock writes would fail;
+//   - replicas with no WithReplicaAck among opts (Warning): a failover may
+//     promote a replica that never got a lock; fewer connected replicas
+//     than WithReplicaAck asks for (Problem): every acquire would fail;
+//   - no persistence (Info): a restart frees every lock;
+//   - what it could not read, for instance under an ACL without CONFIG
+//     (Warning).
+//
+// It only reads (CONFIG GET, INFO). It returns an error only when a node
+// cannot be reached or opts are invalid.
+func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	var (
+		mu     sync.Mutex
+		report Report
+	)
+	add := func(fs ...Finding) {
+		mu.Lock()
+		report = append(report, fs...)
+		mu.Unlock()
+	}
+	checkNode := func(ctx context.Context, node redis.UniversalClient, addr string) error {
+		fs, err := checkNode(ctx, node, addr, c.ack)
+		add(fs...)
+		return err
+	}
+	var err error
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		err = cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+			return checkNode(ctx, master, master.Options().Addr)
+		})
+	} else {
+		addr := "redis"
+		if o, ok := client.(interface{ Options() *redis.Options }); ok {
+			addr = o.Options().Addr
+		}
+		err = checkNode(ctx, client, addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redislock: check: %w", err)
+	}
+	// Problems first, then warnings, then info; stable within each.
+	sorted := make(Report, 0, len(report))
+	for _, sev := range []Severity{Problem, Warning, Info} {
+		for _, f := range report {
+			if f.Severity == sev {
+				sorted = append(sorted, f)
+			}
+		}
+	}
+	return sorted, nil
+}
+
+// checkNode inspects one node. Only an unreachable node is an error.
+func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack replicaAck) ([]Finding, error) {
+	if err := node.Ping(ctx).Err(); err != nil {
+		return nil, err
+	}
+	var fs []Finding
+	add := func(sev Severity, format string, args ...any) {
+		fs = append(fs, Finding{Severity: sev, Node: addr, Message: fmt.Sprintf(format, args...)})
+	}
+
+	if policy, err := configGet(ctx, node, "maxmemory-policy"); err != nil {
+		add(Warning, "could not read maxmemory-policy (%v): make sure it is noeviction", err)
+	} else if policy != "noeviction" {
+		add(Problem, "maxmemory-policy is %s: Redis may evict lock keys and let a second owner in; set noeviction", policy)
+	}
+
+	info, err := node.Info(ctx, "replication", "persistence").Result()
+	if err != nil {
+		add(Warning, "could not read INFO replication (%v): replicas and failover not checked", err)
+		return fs, nil
+	}
+	fields := infoFields(info)
+	replicas, _ := strconv.Atoi(fields["connected_slaves"])
+	switch {
+	case fields["role"] == "slave":
+		add(Problem, "this node is a replica: lock writes fail on it; connect to the primary")
+	case ack.on() && replicas < ack.n:
+		add(Problem, "WithReplicaAck(%d) but %d replicas are connected: every acquire will fail", ack.n, replicas)
+	case !ack.on() && replicas > 0:
+		add(Warning, "%d replicas and no WithReplicaAck: a failover may promote a replica that never got a lock", replicas)
+	}
+	if fields["aof_enabled"] == "0" && fields["rdb_last_save_time"] != "" {
+		if save, err := configGet(ctx, node, "save"); err == nil && save == "" {
+			add(Info, "no persistence: a restart frees every lock (fencing tokens still grow)")
+		}
+	}
+	return fs, nil
+}
+
+// configGet returns one CONFIG GET value.
+func configGet(ctx context.Context, node redis.UniversalClient, name string) (string, error) {
+	vals, err := node.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return "", err
+	}
+	v, ok := vals[name]
+	if !ok {
+		return "", fmt.Errorf("%s not in CONFIG GET reply", name)
+	}
+	return v, nil
+}
+
+// infoFields parses INFO text into its fields.
+func infoFields(info string) map[string]string {
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}

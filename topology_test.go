@@ -1,0 +1,270 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// On a 3-master cluster: names on every master; acquire, busy, blocking
+// hand-off, extend, fencing, List and ResetAll.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	ctx := ctxT(t)
+	cc := cl.Client(t)
+
+	// Python's untagged keys cannot work on a cluster: refused at New.
+	if _, err := redislock.New(cc, "x", redislock.WithHashTag(false)); !errors.Is(err, redislock.ErrCrossSlot) {
+		t.Fatalf("New(cluster, untagged) = %v, want ErrCrossSlot", err)
+	}
+	if _, err := redislock.New(cc, "a}b"); !errors.Is(err, redislock.ErrInvalidHashTag) {
+		t.Fatalf("New(cluster, \"a}b\") = %v, want ErrInvalidHashTag", err)
+	}
+
+	// Pick names until every master holds some.
+	perMaster := map[string][]string{}
+	var names []string
+	for i := 0; len(perMaster) < 3 || len(names) < 9; i++ {
+		name := fmt.Sprintf("job-%d", i)
+		m, err := cc.MasterForKey(ctx, "lock:{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		perMaster[m.Options().Addr] = append(perMaster[m.Options().Addr], name)
+		names = append(names, name)
+	}
+	var held []*redislock.Lock
+	for _, name := range names {
+		l := mustNew(t, cc, name, redislock.WithExpire(time.Minute), redislock.WithFencing())
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire(%s) on the cluster = %v", name, err)
+		}
+		if l.Key() != "lock:{"+name+"}" || l.Token() == 0 {
+			t.Fatalf("key %q token %d", l.Key(), l.Token())
+		}
+		if err := l.Extend(ctx, 2*time.Minute); err != nil {
+			t.Fatalf("Extend(%s) = %v", name, err)
+		}
+		held = append(held, l)
+	}
+	for addr, ns := range perMaster {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		n := c.DBSize(ctx).Val()
+		c.Close()
+		if n < int64(len(ns)) {
+			t.Fatalf("master %s holds %d keys, want its %d locks", addr, n, len(ns))
+		}
+	}
+
+	// Busy, then a blocking hand-off woken by the release.
+	other := mustNew(t, cl.Client(t), names[0])
+	if err := other.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("TryAcquire() of a held lock = %v, want ErrLocked", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	done := acquireAsync(wctx, other)
+	node, err := cc.MasterForKey(ctx, held[0].Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBlocked(t, node, 1)
+	released := time.Now()
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, done); r.err != nil || r.at.Sub(released) > time.Second {
+		t.Fatalf("waiter on the cluster: %v after %v", r.err, r.at.Sub(released))
+	}
+	var infos []redislock.LockInfo
+
+	infos, err = redislock.List(ctx, cc, "*")
+	if err != nil || len(infos) != len(names) {
+		t.Fatalf("List() on the cluster = %d locks, %v; want %d", len(infos), err, len(names))
+	}
+	n, err := redislock.ResetAll(ctx, cc)
+	if err != nil || n != len(names) {
+		t.Fatalf("ResetAll() on the cluster = %d, %v; want %d", n, err, len(names))
+	}
+	for _, l := range held[1:] {
+		if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Release() after ResetAll = %v, want ErrNotAcquired", err)
+		}
+	}
+}
+
+// failoverClient returns a Sentinel failover client of ss.
+func failoverClient(t *testing.T, ss *redistest.Sentinels) *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redistest.MasterName,
+		SentinelAddrs: ss.Addrs(),
+		DialTimeout:   200 * time.Millisecond,
+		MaxRetries:    -1,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// awaitFailover waits until the sentinels name want as the primary.
+func awaitFailover(t *testing.T, ss *redistest.Sentinels, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ss.MasterAddr() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover to %s within 30s (sentinels say %q)", want, ss.MasterAddr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With WithReplicaAck the lock survives a failover: the key is on the new
+// primary and a second client cannot take the lock.
+func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Sentinel failover")
+	}
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	ss := redistest.StartSentinels(t, primary, 3)
+	ctx := ctxT(t)
+
+	l := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, 500*time.Millisecond))
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire() with replica ack = %v", err)
+	}
+	killed := time.Now()
+	primary.Kill()
+	awaitFailover(t, ss, replica.Addr)
+	promoted := time.Since(killed)
+
+	second := mustNew(t, failoverClient(t, ss), "job")
+	var err error
+	for {
+		if err = second.TryAcquire(ctx); errors.Is(err, redislock.ErrLocked) || err == nil || time.Since(killed) > 30*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	usable := time.Since(killed)
+	t.Logf("primary killed -> replica promoted: %v; -> lock usable again: %v", promoted, usable)
+	if !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("second.TryAcquire() after failover = %v, want ErrLocked (the lock survived)", err)
+	}
+	if got := replica.Client().Get(ctx, "lock:job").Val(); got != l.ID() {
+		t.Fatalf("new primary's lock:job = %q, want %q", got, l.ID())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() on the new primary = %v", err)
+	}
+}
+
+// The loss window without replica ack: with the replication link down, a
+// lock taken on the primary is lost when the primary dies, and a second
+// client takes it on the promoted replica. With replica ack the same
+// acquire is refused instead.
+func TestSentinelFailoverLossWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Sentinel failover")
+	}
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	ss := redistest.StartSentinels(t, primary, 3)
+	ctx := ctxT(t)
+	admin := primary.Client()
+
+	// Stall the link: the replica stops reading, the primary drops it.
+	replica.Pause()
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		replica.Cont()
+		t.Fatal(err)
+	}
+
+	acked := mustNew(t, failoverClient(t, ss), "acked", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, 200*time.Millisecond))
+	if err := acked.Acquire(ctx); !errors.Is(err, redislock.ErrNotReplicated) {
+		replica.Cont()
+		t.Fatalf("Acquire() with replica ack and no replica = %v, want ErrNotReplicated", err)
+	}
+	if n := admin.Exists(ctx, "lock:acked").Val(); n != 0 {
+		replica.Cont()
+		t.Fatal("an unacknowledged acquire left its key on the primary")
+	}
+
+	unacked := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(time.Minute))
+	if err := unacked.Acquire(ctx); err != nil {
+		replica.Cont()
+		t.Fatalf("Acquire() without ack = %v", err)
+	}
+	primary.Kill()
+	replica.Cont()
+	awaitFailover(t, ss, replica.Addr)
+
+	second := mustNew(t, failoverClient(t, ss), "job")
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for err = second.TryAcquire(ctx); err != nil && !errors.Is(err, redislock.ErrLocked) && time.Now().Before(deadline); err = second.TryAcquire(ctx) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("second.TryAcquire() after failover = %v, want nil: the unacknowledged lock is lost", err)
+	}
+	t.Log("without replica ack the first holder's lock was lost in the failover; the second client holds it too")
+}
+
+func TestCheck(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client()
+	r, err := redislock.Check(ctx, c)
+	if err != nil || !r.OK() {
+		t.Fatalf("Check() on noeviction = %v, %v; want OK", r, err)
+	}
+	c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
+	r, err = redislock.Check(ctx, c)
+	if err != nil || r.OK() || r[0].Severity != redislock.Problem {
+		t.Fatalf("Check() on allkeys-lru = %v, %v; want a problem", r, err)
+	}
+	t.Logf("allkeys-lru: %v", r[0])
+	c.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+
+	// An ACL user without CONFIG: a warning, not an error.
+	if err := c.Do(ctx, "ACL", "SETUSER", "limited", "on", ">pw", "~*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := s.Client(func(o *redis.Options) { o.Username, o.Password = "limited", "pw" })
+	r, err = redislock.Check(ctx, limited)
+	if err != nil || !r.OK() || len(r) == 0 || r[0].Severity != redislock.Warning {
+		t.Fatalf("Check() without CONFIG = %v, %v; want OK with a warning", r, err)
+	}
+
+	// Replicas: a warning without ack, nothing with ack(1), a problem with ack(2).
+	redistest.StartReplica(t, s)
+	r, _ = redislock.Check(ctx, c)
+	if !r.OK() || !hasSeverity(r, redislock.Warning) {
+		t.Fatalf("Check() with a replica and no ack = %v, want a warning", r)
+	}
+	if r, _ = redislock.Check(ctx, c, redislock.WithReplicaAck(1, 100*time.Millisecond)); hasSeverity(r, redislock.Warning) {
+		t.Fatalf("Check() with a replica and ack(1) = %v, want no warning", r)
+	}
+	if r, _ = redislock.Check(ctx, c, redislock.WithReplicaAck(2, 100*time.Millisecond)); r.OK() {
+		t.Fatalf("Check() with one replica and ack(2) = %v, want a problem", r)
+	}
+}
+
+func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
+	for _, f := range r {
+		if f.Severity == sev {
+			return true
+		}
+	}
+	return false
+}
