@@ -189,3 +189,42 @@ func BenchmarkRenewalCommands(b *testing.B) {
 	b.ReportMetric(perMin, "cmds/min")
 	b.ReportMetric(perMin*float64(expire)/float64(30*time.Second), "cmds/min@30s-expire")
 }
+
+// BenchmarkTopologies runs, per iteration, one uncontended acquire+release
+// on a single node, on a 3-master cluster, and on a primary with one
+// replica with WithReplicaAck(1, 1s), and reports the medians and the
+// ratios of the last two to the single node's, all from the same run:
+//
+//	go test -run '^$' -bench Topologies -benchtime 500x .
+func BenchmarkTopologies(b *testing.B) {
+	ctx := context.Background()
+	single := redistest.Start(b)
+	cluster := redistest.StartCluster(b, 3)
+	primary := redistest.Start(b)
+	redistest.StartReplica(b, primary)
+	locks := []*redislock.Lock{
+		mustNew(b, single.Client(), "bench", redislock.WithExpire(10*time.Second)),
+		mustNew(b, cluster.Client(b), "bench", redislock.WithExpire(10*time.Second)),
+		mustNew(b, primary.Client(), "bench", redislock.WithExpire(10*time.Second), redislock.WithReplicaAck(1, time.Second)),
+	}
+	lat := make([][]time.Duration, len(locks))
+	for b.Loop() {
+		for i, l := range locks {
+			start := time.Now()
+			if err := l.Acquire(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(start))
+		}
+	}
+	b.StopTimer()
+	one, cl, ack := median(lat[0]), median(lat[1]), median(lat[2])
+	b.ReportMetric(float64(one)/1e3, "single-p50-µs")
+	b.ReportMetric(float64(cl)/1e3, "cluster-p50-µs")
+	b.ReportMetric(float64(ack)/1e3, "replica-ack-p50-µs")
+	b.ReportMetric(float64(cl)/float64(one), "cluster/single")
+	b.ReportMetric(float64(ack)/float64(one), "ack/single")
+}

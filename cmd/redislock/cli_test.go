@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -412,5 +413,54 @@ func TestRunLostLockKillsStubbornCommand(t *testing.T) {
 	t.Logf("key deleted -> COMMAND killed and redislock exited: %v", took)
 	if code := cmd.ProcessState.ExitCode(); code != exitLost || took < 300*time.Millisecond {
 		t.Fatalf("run exit %d after %v, want %d after the 300ms grace", code, took, exitLost)
+	}
+}
+
+func TestCheckCommand(t *testing.T) {
+	s := redistest.Start(t)
+	url := "redis://" + s.Addr + "/0"
+	if code, out, errOut := runCLI(t, "check", "--redis", url); code != exitOK {
+		t.Fatalf("check on noeviction: exit %d, %q %q", code, out, errOut)
+	}
+	s.Client().ConfigSet(context.Background(), "maxmemory-policy", "volatile-lru")
+	code, out, _ := runCLI(t, "check", "--redis", url, "--json")
+	var findings []struct{ Severity, Node, Message string }
+	if code != exitProblems || json.Unmarshal([]byte(out), &findings) != nil || len(findings) == 0 ||
+		findings[0].Severity != "problem" || !strings.Contains(findings[0].Message, "volatile-lru") {
+		t.Fatalf("check on volatile-lru: exit %d, %q", code, out)
+	}
+	if code, _, errOut := runCLI(t, "check", "--redis", url, "--replica-ack", "-1"); code != exitUsage {
+		t.Fatalf("check --replica-ack -1: exit %d, %q", code, errOut)
+	}
+}
+
+// list and status walk every master of a cluster, with hash-tagged keys.
+func TestClusterCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	ctx := ctxT(t)
+	cc := cl.Client(t)
+	for i := 0; i < 6; i++ {
+		l, err := redislock.New(cc, fmt.Sprintf("job-%d", i), redislock.WithExpire(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seeds := strings.Join(cl.Addrs(), ",")
+	code, out, errOut := runCLI(t, "list", "--cluster", seeds, "--json")
+	var all []lockStatus
+	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) != 6 || all[0].Key != "lock:{job-0}" {
+		t.Fatalf("list --cluster: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ = runCLI(t, "status", "--cluster", seeds, "job-3"); code != 0 || !strings.Contains(out, "job-3: held by") {
+		t.Fatalf("status --cluster: exit %d, %q", code, out)
+	}
+	if code, out, _ = runCLI(t, "reset-all", "--cluster", seeds, "--yes"); code != 0 || !strings.Contains(out, "reset 6 locks") {
+		t.Fatalf("reset-all --cluster: exit %d, %q", code, out)
 	}
 }

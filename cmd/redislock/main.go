@@ -34,6 +34,7 @@ Usage:
                              force-release NAME and wake one waiter
   redislock reset-all [flags]
                              force-release every lock under the prefix
+  redislock check [flags]    report what makes locks unsafe on this Redis
   redislock demo [flags]     workers sharing one lock, on an in-process Redis
   redislock version          print the version
   redislock help             print this help
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runReset(ctx, rest, stdout, stderr)
 	case "reset-all":
 		return runResetAll(ctx, rest, stdin, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":

@@ -66,7 +66,7 @@ func TestHelpAndVersion(t *testing.T) {
 	if code, out, _ := runCLI(t, "version"); code != exitOK || !strings.HasPrefix(out, "redislock ") {
 		t.Fatalf("version: exit %d, %q", code, out)
 	}
-	for _, cmd := range []string{"run", "status", "list", "reset", "reset-all", "demo"} {
+	for _, cmd := range []string{"run", "status", "list", "reset", "reset-all", "check", "demo"} {
 		if code, _, errOut := runCLI(t, cmd, "--help"); code != exitOK || !strings.Contains(errOut, "Usage: redislock "+cmd) {
 			t.Fatalf("%s --help: exit %d, %q", cmd, code, errOut)
 		}
