@@ -137,8 +137,11 @@ func WithFencing() Option {
 // The default is no waiting: a failover may promote a replica that never
 // received the lock. n must be at least 1 and timeout from 1ms to two
 // thirds of the client's read timeout (WAIT blocks the connection), else
-// New returns ErrInvalidReplicaAck. The writes are sent to the master of
-// the lock key; on a Sentinel failover client that is the current master.
+// New returns ErrInvalidReplicaAck. Redis ends a WAIT at its timer's
+// resolution (100 ms with the default hz 10), so a short timeout takes
+// about that long when replicas do not answer. The writes are sent to the
+// master of the lock key; on a Sentinel failover client that is the
+// current master.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
 }

@@ -268,3 +268,41 @@ func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
 	}
 	return false
 }
+
+// An unacknowledged renewal counts as failed: with the replica stalled, the
+// renewed hold is lost at its local deadline, with ErrNotReplicated as the
+// last error.
+func TestUnacknowledgedRenewalFails(t *testing.T) {
+	// Redis times WAIT out at its hz (100 ms by default): the expire leaves
+	// room for a few failed renewals.
+	const expire = 1500 * time.Millisecond
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	ctx := ctxT(t)
+	l := mustNew(t, primary.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
+		redislock.WithReplicaAck(1, 50*time.Millisecond))
+	sent := time.Now()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replica.Pause()
+	defer replica.Cont()
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("hold not lost with the replica stalled")
+	}
+	took := time.Since(sent)
+	err := l.Err()
+	if !errors.Is(err, redislock.ErrUnreachable) || !errors.Is(err, redislock.ErrNotReplicated) {
+		t.Fatalf("Err() = %v, want ErrUnreachable wrapping ErrNotReplicated", err)
+	}
+	if took > expire+100*time.Millisecond {
+		t.Fatalf("lost after %v, want by the %v expire", took, expire)
+	}
+	// The key itself was extended on the primary: the loss is local and
+	// cautious. Release still cleans it up.
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() = %v", err)
+	}
+}

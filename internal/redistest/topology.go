@@ -63,6 +63,13 @@ func (s *Server) Cont() { s.cmd.Process.Signal(syscall.SIGCONT) }
 // StartReplica starts a replica of primary and waits until its link is up.
 func StartReplica(t testing.TB, primary *Server) *Server {
 	t.Helper()
+	// The primary would wait 5 s for more replicas before a diskless sync.
+	pc := redis.NewClient(&redis.Options{Addr: primary.Addr})
+	err := pc.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err()
+	pc.Close()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
 	r := Start(t, fmt.Sprintf("replicaof 127.0.0.1 %d", primary.Port()))
 	waitFor(t, 10*time.Second, "replica link up", func() bool {
 		return infoField(r.Addr, "replication", "master_link_status") == "up"
