@@ -72,6 +72,12 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 	}
 	sent = time.Now()
 	res, err := l.try(ctx)
+	var t *ticket // our place in the local queue, once we wait
+	defer func() {
+		if t != nil {
+			t.leave(l.expiresHint(res, err))
+		}
+	}()
 	for {
 		if err != nil {
 			return sent, 0, l.fail(ctx, err)
@@ -85,12 +91,38 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 		if !blocking {
 			return sent, 0, l.wrap(ErrLocked)
 		}
+		if t == nil {
+			// Wait our turn behind this process's other waiters.
+			t = joinQueue(l.client, l.keys[0])
+			select {
+			case <-t.turn:
+			case <-ctx.Done():
+			}
+			if hint := t.pttlHint(); hint > 0 {
+				res.pttl = hint
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
 		sent = time.Now()
 		res, err = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
 	}
+}
+
+// expiresHint is what a waiter leaving the queue tells the next one about
+// the holder's expiry: our own expire when we acquired, the holder's last
+// PTTL when we gave up, nothing when we do not know.
+func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
+	switch {
+	case err != nil:
+		return time.Time{}
+	case res.status == statusAcquired && l.expire > 0:
+		return time.Now().Add(l.expire)
+	case res.status == statusBusy && res.pttl > 0:
+		return time.Now().Add(time.Duration(res.pttl) * time.Millisecond)
+	}
+	return time.Time{}
 }
 
 // try runs the acquire script once.

@@ -1,0 +1,107 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// 32 goroutines waiting for one lock through one client use one connection
+// between them (one BLPOP at a time), and all get the lock in turn.
+func TestLocalQueueSharesOneConnection(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shared := s.Client()
+	const waiters = 32
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		got   []int
+	)
+	for i := 0; i < waiters; i++ {
+		l := mustNew(t, shared, "job")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Acquire(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			got = append(got, i)
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitBlocked(t, admin, 1) // the first is in BLPOP; later ones queue locally
+	}
+	// Give the queue a moment's chance to misbehave: still one BLPOP, and
+	// the shared client has one connection in use, that one. (Its first
+	// tries, sent at once, may have left a few idle ones in the pool.)
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := blockedClients(t, admin); n != 1 {
+			t.Fatalf("%d clients blocked in BLPOP, want 1 for %d local waiters", n, waiters)
+		}
+		st := shared.PoolStats()
+		if inUse := st.TotalConns - st.IdleConns; inUse > 1 {
+			t.Fatalf("the shared client has %d connections in use for %d waiters, want 1", inUse, waiters)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(got) != waiters {
+		t.Fatalf("%d of %d waiters got the lock", len(got), waiters)
+	}
+	t.Logf("the shared client opened %d connections for %d waiters", shared.PoolStats().TotalConns, waiters)
+}
+
+// A queued waiter whose context ends leaves the queue; the head's leaving
+// hands the Redis wait to the next.
+func TestLocalQueueLeavers(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shared := s.Client()
+	headCtx, cancelHead := context.WithCancel(ctx)
+	head := acquireAsync(headCtx, mustNew(t, shared, "job"))
+	waitBlocked(t, admin, 1)
+	midCtx, cancelMid := context.WithCancel(ctx)
+	mid := acquireAsync(midCtx, mustNew(t, shared, "job"))
+	last := acquireAsync(ctx, mustNew(t, shared, "job"))
+
+	cancelMid() // a queued waiter gives up at once
+	if r := receive(t, mid); !errors.Is(r.err, redislock.ErrLocked) || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("queued waiter after cancel: %v, want ErrLocked and Canceled", r.err)
+	}
+	cancelHead() // the head gives up (at the end of its slice without ContextTimeoutEnabled)
+	if r := receive(t, head); !errors.Is(r.err, redislock.ErrLocked) {
+		t.Fatalf("head after cancel: %v, want ErrLocked", r.err)
+	}
+	waitBlocked(t, admin, 1) // the last one now waits in Redis
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, last); r.err != nil || r.at.Sub(released) > time.Second {
+		t.Fatalf("last waiter: %v after %v, want the lock at once", r.err, r.at.Sub(released))
+	}
+}
