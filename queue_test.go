@@ -24,9 +24,9 @@ func TestLocalQueueSharesOneConnection(t *testing.T) {
 	shared := s.Client()
 	const waiters = 32
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		got   []int
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got []int
 	)
 	for i := 0; i < waiters; i++ {
 		l := mustNew(t, shared, "job")
