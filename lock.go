@@ -29,6 +29,10 @@ type Lock struct {
 	name        string
 	keys        []string // {lock key, signal key}: KEYS of every two-key script
 	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
+	acquireArgs []any    // its ARGV, made once: no boxing on the hot path
+	releaseArgs []any    // ARGV of the release script
+	acquireCmd  []any    // the whole EVALSHA command of acquire, made once
+	releaseCmd  []any    // the whole EVALSHA command of release, made once
 	id          string
 	autoID      bool // id is this Lock's own random id, in no other Lock
 
@@ -112,6 +116,10 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		turn:           make(chan struct{}, 1),
 	}
 	close(l.neverHeld)
+	l.acquireArgs = []any{l.id, l.expireMS, l.ownFlag()}
+	l.releaseArgs = []any{l.id, l.signalExpireMS}
+	l.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, l.acquireArgs)
+	l.releaseCmd = evalShaCmd(releaseScript, l.keys, l.releaseArgs)
 	return l, nil
 }
 
@@ -179,7 +187,8 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 			h.end(err)
 			l.giveBack(ctx)
 			err = l.wrap(err)
-		} else {
+		} else if l.autoRenewal {
+			// Only a renewing hold has a goroutine to stop if l is dropped.
 			h.cleanup = runtime.AddCleanup(l, abandon, h)
 		}
 	}
@@ -220,7 +229,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		}()
 	}
 
-	n, err := releaseScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS).Int64()
+	n, err := runPrepared(ctx, l.client, l.releaseCmd, releaseScript, l.keys, l.releaseArgs).Int64()
 	switch {
 	case err != nil:
 		err = fmt.Errorf("release: %w", err)

@@ -35,7 +35,7 @@ type hold struct {
 	sending bool        // a renewal has been sent and has not been answered
 	capped  bool        // renewal stopped at maxEnd
 
-	stop      chan struct{} // closed to stop the renewal goroutine
+	stop      chan struct{} // closed to stop the renewal goroutine; nil without one
 	stopOnce  sync.Once
 	renewDone chan struct{} // closed when the renewal goroutine has exited; nil without one
 	cleanup   runtime.Cleanup
@@ -52,7 +52,6 @@ func newHold(l *Lock, sent time.Time) *hold {
 		expire:  l.expire,
 		ack:     l.ack,
 		done:    make(chan struct{}),
-		stop:    make(chan struct{}),
 	}
 	if l.maxHold > 0 {
 		h.maxEnd = sent.Add(l.maxHold)
@@ -75,19 +74,19 @@ func (h *hold) startRenewal(sent time.Time) error {
 	if h.renewDone != nil {
 		return ErrAlreadyStarted
 	}
-	h.renewDone = make(chan struct{})
-	go h.renew(sent)
+	h.stop, h.renewDone = make(chan struct{}), make(chan struct{})
+	go h.renew(sent, h.stop)
 	return nil
 }
 
 // stopRenewal stops the renewal goroutine, if any, and waits for it to
 // exit. Safe to call more than once and from several goroutines.
 func (h *hold) stopRenewal() {
-	h.stopOnce.Do(func() { close(h.stop) })
 	h.mu.Lock()
-	done := h.renewDone
+	stop, done := h.stop, h.renewDone
 	h.mu.Unlock()
-	if done != nil {
+	if stop != nil {
+		h.stopOnce.Do(func() { close(stop) })
 		<-done
 	}
 }
@@ -96,12 +95,15 @@ func (h *hold) stopRenewal() {
 // renewal without waiting (cleanups must not block) and the local timer.
 // The key expires on its own.
 func abandon(h *hold) {
-	h.stopOnce.Do(func() { close(h.stop) })
 	h.mu.Lock()
+	stop := h.stop
 	if h.timer != nil {
 		h.timer.Stop()
 	}
 	h.mu.Unlock()
+	if stop != nil {
+		h.stopOnce.Do(func() { close(stop) })
+	}
 }
 
 // end ends the hold with err, once: later calls change nothing.
@@ -186,14 +188,14 @@ const (
 // extends the key to the full expire (less near the max-hold cap), with a
 // timeout of its own, never the caller's context. It exits when stopped,
 // when the hold ends, or at the max-hold cap.
-func (h *hold) renew(sent time.Time) {
+func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 	defer close(h.renewDone)
 	retry := min(max(h.expire/10, minRetry), maxRetry)
 	timer := time.NewTimer(time.Until(sent.Add(h.expire * 2 / 3)))
 	defer timer.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-stop:
 			return
 		case <-h.done:
 			return

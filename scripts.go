@@ -1,8 +1,10 @@
 package redislock
 
 import (
+	"context"
 	_ "embed"
 	"errors"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,6 +35,29 @@ var (
 	givebackLua    string
 	givebackScript = redis.NewScript(givebackLua)
 )
+
+// evalShaCmd returns the whole EVALSHA command line of script s with keys
+// and args, to be built once and sent many times with Do: the hot path then
+// boxes no argument into an interface.
+func evalShaCmd(s *redis.Script, keys []string, args []any) []any {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", s.Hash(), strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, args...)
+}
+
+// runPrepared sends the prepared EVALSHA cmd (made by evalShaCmd for s,
+// keys and args) and, when Redis has not cached the script, runs it with
+// EVAL, which caches it.
+func runPrepared(ctx context.Context, c redis.UniversalClient, cmd []any, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	r := c.Do(ctx, cmd...)
+	if isNoScript(r.Err()) {
+		return s.Eval(ctx, c, keys, args...)
+	}
+	return r
+}
 
 // acquireStatus is the first element of the acquire script's reply.
 type acquireStatus int64

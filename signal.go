@@ -127,7 +127,10 @@ func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
 
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
-	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.id, l.expireMS, l.ownFlag())
+	if !l.ack.on() {
+		return parseAcquire(runPrepared(ctx, l.client, l.acquireCmd, acquireScript, l.acquireKeys, l.acquireArgs))
+	}
+	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.acquireArgs...)
 	return l.acked(ctx, cmd, ackErr)
 }
 
@@ -140,7 +143,7 @@ func (l *Lock) acked(ctx context.Context, cmd *redis.Cmd, ackErr error) (acquire
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(rctx, l.client, l.keys, l.id, l.signalExpireMS)
+	releaseScript.Run(rctx, l.client, l.keys, l.releaseArgs...)
 	return res, ackErr
 }
 
@@ -173,7 +176,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, 
 	}
 	pipe := client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
-	tryCmd := acquireScript.EvalSha(ctx, pipe, l.acquireKeys, l.id, l.expireMS, l.ownFlag())
+	tryCmd := pipe.Do(ctx, l.acquireCmd...)
 	var waitCmd *redis.Cmd
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
