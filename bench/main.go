@@ -1,0 +1,159 @@
+// Command bench compares go-redis-lock with the Go lock libraries users
+// would pick instead, on one redis-server it starts on a free loopback
+// port, in one run, and writes RESULTS.md and a chart.
+//
+//	cd bench && go run .            # full run (a few minutes)
+//	cd bench && go run . -quick     # a second or two per workload (CI)
+//
+// Speed figures are medians over repeats, next to baselines measured in the
+// same run (PING round trip; a raw SET NX PX + DEL loop). The run fails only
+// on lost updates: a lock that let two holders in.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"time"
+)
+
+type config struct {
+	quick    bool
+	repeats  int
+	duration time.Duration // per uncontended and contended run
+	hold     time.Duration // the waiters workload's hold
+	rounds   int           // counter increments per worker
+	out      string
+	chart    string
+}
+
+func main() {
+	var cfg config
+	flag.BoolVar(&cfg.quick, "quick", false, "one short repeat of each workload, to check that it all works")
+	flag.IntVar(&cfg.repeats, "repeats", 3, "repeats of each workload; medians are reported")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
+	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
+	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
+	flag.Parse()
+	cfg.hold, cfg.rounds = 2*time.Second, 200
+	if cfg.quick {
+		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
+	}
+	log.SetFlags(0)
+	if err := run(cfg); err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+}
+
+func run(cfg config) error {
+	srv, err := startRedis()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	ctx := context.Background()
+	rep := &report{cfg: cfg, started: time.Now(), redisVersion: srv.version}
+
+	log.Printf("redis-server %s on %s; %d repeats", srv.version, srv.addr, cfg.repeats)
+	for i := 0; i < cfg.repeats; i++ {
+		rep.ping = append(rep.ping, pingBaseline(ctx, srv.addr, 2000))
+		rep.raw = append(rep.raw, rawBaseline(ctx, srv.addr, cfg.duration))
+	}
+	log.Printf("baselines: PING p50 %v, raw SET NX PX + DEL %.0f cycles/s", median(rep.ping), medianF(rep.raw, func(r cycles) float64 { return r.perSec }))
+
+	for _, c := range contenders {
+		res := &contenderResult{name: c.name, allocs: allocsPerCycle(ctx, srv.addr, c)}
+		for i := 0; i < cfg.repeats; i++ {
+			u, err := uncontended(ctx, srv.addr, c, cfg.duration)
+			if err != nil {
+				return fmt.Errorf("%s: uncontended: %w", c.name, err)
+			}
+			res.uncontended = append(res.uncontended, u)
+			k, err := contended(ctx, srv.addr, c, 8, cfg.duration, time.Millisecond)
+			if err != nil {
+				return fmt.Errorf("%s: contended: %w", c.name, err)
+			}
+			res.contended = append(res.contended, k)
+			w, err := waiters(ctx, srv.addr, c, 32, cfg.hold)
+			if err != nil {
+				return fmt.Errorf("%s: waiters: %w", c.name, err)
+			}
+			res.waiters = append(res.waiters, w)
+			n, err := counter(ctx, srv.addr, c, 8, cfg.rounds)
+			if err != nil {
+				return fmt.Errorf("%s: counter: %w", c.name, err)
+			}
+			res.counter = append(res.counter, n)
+		}
+		log.Printf("%-28s uncontended %6.0f/s  contended %6.0f/s  hand-off p50 %8v  waiting cmds %7.0f  lost %d",
+			c.name, medianF(res.uncontended, func(r cycles) float64 { return r.perSec }),
+			medianF(res.contended, func(r contention) float64 { return r.perSec }),
+			medianD(res.contended, func(r contention) time.Duration { return r.handoffP50 }),
+			medianF(res.waiters, func(r waiting) float64 { return float64(r.commands) }),
+			maxLost(res.counter))
+		rep.results = append(rep.results, res)
+	}
+	rep.finished = time.Now()
+	if err := os.WriteFile(cfg.out, []byte(rep.markdown()), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.chart, []byte(rep.svg()), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s and %s", cfg.out, cfg.chart)
+	for _, r := range rep.results {
+		if lost := maxLost(r.counter); lost != 0 {
+			return fmt.Errorf("%s lost %d updates: two holders at once", r.name, lost)
+		}
+	}
+	return nil
+}
+
+func maxLost(rs []count) int {
+	m := 0
+	for _, r := range rs {
+		m = max(m, r.lost)
+	}
+	return m
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func medianF[T any](rs []T, f func(T) float64) float64 {
+	vals := make([]float64, len(rs))
+	for i, r := range rs {
+		vals[i] = f(r)
+	}
+	slices.Sort(vals)
+	if len(vals) == 0 {
+		return 0
+	}
+	return vals[len(vals)/2]
+}
+
+func medianD[T any](rs []T, f func(T) time.Duration) time.Duration {
+	vals := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		vals[i] = f(r)
+	}
+	return median(vals)
+}
