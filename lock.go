@@ -42,9 +42,10 @@ type Lock struct {
 	autoRenewal    bool
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
-	maxSlice       time.Duration // longest single BLPOP
-	neverHeld      chan struct{} // closed; Done before the first acquire
-	turn           chan struct{} // Locker's local mutex: one slot
+	maxSlice       time.Duration  // longest single BLPOP
+	neverHeld      chan struct{}  // closed; Done before the first acquire
+	cleanups       sync.WaitGroup // giveback scripts still running
+	turn           chan struct{}  // Locker's local mutex: one slot
 
 	// mu guards state and hold.
 	mu    sync.Mutex
@@ -174,6 +175,7 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 		prev.stopRenewal() // a lost hold's goroutine is exiting; wait for it
 		prev.cleanup.Stop()
 	}
+	l.cleanups.Wait()
 
 	sent, token, err := l.acquire(ctx, blocking)
 	var h *hold
@@ -219,6 +221,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.state, h = stateReleasing, l.hold
 	}
 	l.mu.Unlock()
+	l.cleanups.Wait()
 	if h != nil {
 		h.stopRenewal()
 		h.cleanup.Stop()

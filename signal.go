@@ -219,12 +219,19 @@ func (l *Lock) fail(ctx context.Context, err error) error {
 }
 
 // giveBack releases the lock if it holds our random id and pushes the
-// signal back if the lock is free. Errors are dropped: the lock's expire
-// is then the backstop, and the waiters' slices are bounded by it.
+// signal back if the lock is free. It runs in a goroutine of its own, so
+// that a connection that stopped answering does not hold up the caller a
+// second time; the next Acquire or Release of l waits for it, so it can
+// never undo a later acquisition. Errors are dropped: the lock's expire is
+// then the backstop, and the waiters' slices are bounded by it.
 func (l *Lock) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, l.ownFlag())
+	l.cleanups.Add(1)
+	go func() {
+		defer l.cleanups.Done()
+		defer cancel()
+		givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, l.ownFlag())
+	}()
 }
 
 // ownFlag is the scripts' ARGV flag saying whether the id is this Lock's

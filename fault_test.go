@@ -1,0 +1,154 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/faultproxy"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// proxyTo starts a fault proxy in front of s, closed when the test ends.
+func proxyTo(t *testing.T, s *redistest.Server) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// clientVia returns a client of the server behind p, closed when the test
+// ends (before p, which was started first).
+func clientVia(t *testing.T, p *faultproxy.Proxy, opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: p.Addr()}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// An acquire whose reply is lost is retried by go-redis: the retry finds
+// our own id in the key and takes it again. No orphaned lock, no "busy".
+// A raw SET NX (the broken variant) reports its own lock as taken.
+func TestLostAcquireReplyIsRetried(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	admin := s.Client()
+
+	c := clientVia(t, p)
+	if err := c.Ping(ctx).Err(); err != nil { // connect first: drop the acquire's reply, not the handshake's
+		t.Fatal(err)
+	}
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	p.DropNextReply()
+	if err := l.TryAcquire(ctx); err != nil {
+		t.Fatalf("TryAcquire() with its reply lost = %v, want nil (retried)", err)
+	}
+	if got := admin.Get(ctx, "lock:job").Val(); got != l.ID() {
+		t.Fatalf("lock:job = %q, want our id", got)
+	}
+	if n := admin.DBSize(ctx).Val(); n != 1 {
+		t.Fatalf("%d keys after the retried acquire, want 1", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() = %v", err)
+	}
+	if n := admin.DBSize(ctx).Val(); n != 1 { // the signal list only
+		t.Fatalf("%d keys after release, want only the signal", n)
+	}
+
+	raw := clientVia(t, p)
+	if err := raw.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.DropNextReply()
+	ok, err := raw.SetNX(ctx, "raw-lock", "me", time.Minute).Result()
+	if err != nil || ok {
+		t.Fatalf("raw SET NX with its reply lost = %v, %v; want false: its own lock looks busy", ok, err)
+	}
+	if got := admin.Get(ctx, "raw-lock").Val(); got != "me" {
+		t.Fatalf("raw-lock = %q", got)
+	}
+}
+
+// The acquire whose reply is lost for good (the connection dies and
+// go-redis does not retry) leaves no orphan: it is given back.
+func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1 })
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, c, "job")
+	p.DropNextReply()
+	if err := l.TryAcquire(ctx); err == nil {
+		t.Fatal("TryAcquire() with its reply lost and no retry = nil, want an error")
+	}
+	// The giveback runs in the background; the next call on the Lock waits
+	// for it, and it removed the orphan.
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Release() after the given-back acquire = %v, want ErrNotAcquired", err)
+	}
+	if n := admin.Exists(ctx, "lock:job").Val(); n != 0 {
+		t.Fatal("the acquire whose reply was lost left an orphaned lock")
+	}
+}
+
+// During a blackhole a 300 ms deadline ends the wait within 600 ms with
+// ContextTimeoutEnabled, and within the client's read timeout + 300 ms
+// without (go-redis then ignores the deadline while it reads).
+func TestBlackholeDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  func(*redis.Options)
+		bound time.Duration
+	}{
+		{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, 600 * time.Millisecond},
+		{"go-redis defaults", func(*redis.Options) {}, -1}, // the read timeout + 300 ms
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			p := proxyTo(t, s)
+			ctx := ctxT(t)
+			if err := mustNew(t, s.Client(), "job").Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c := clientVia(t, p, tc.opts)
+			if err := c.Ping(ctx).Err(); err != nil { // a warm connection, as in a running service
+				t.Fatal(err)
+			}
+			bound := tc.bound
+			if bound < 0 {
+				bound = c.Options().ReadTimeout + 300*time.Millisecond
+			}
+			waiter := mustNew(t, c, "job")
+			p.Blackhole(true)
+			defer p.Blackhole(false)
+			dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := waiter.Acquire(dctx)
+			took := time.Since(start)
+			t.Logf("Acquire(300ms) through a blackhole returned after %v: %v", took, err)
+			if !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Acquire() = %v, want ErrLocked and DeadlineExceeded", err)
+			}
+			if took > bound {
+				t.Fatalf("Acquire(300ms) returned after %v, want within %v", took, bound)
+			}
+		})
+	}
+}

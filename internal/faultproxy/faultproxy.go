@@ -1,0 +1,160 @@
+// Package faultproxy is a TCP proxy for tests that sits between a client
+// and a server on loopback and injects faults: added latency, a dropped
+// reply, and a blackhole that stops all traffic.
+package faultproxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy forwards every connection made to Addr to the target.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	cond      *sync.Cond // broadcast when blackhole turns off or the proxy closes
+	latency   time.Duration
+	blackhole bool
+	dropNext  bool
+	closed    bool
+	conns     map[net.Conn]struct{}
+
+	wg sync.WaitGroup
+}
+
+// Start listens on a free loopback port and forwards to target, which must
+// be a loopback address.
+func Start(target string) (*Proxy, error) {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, errors.New("faultproxy: target must be on loopback")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address clients connect to.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency delays every chunk of data, in both directions, by d.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	p.latency = d
+	p.mu.Unlock()
+}
+
+// Blackhole stops (on) or resumes (off) all forwarding: data is held, not
+// lost, as on a partitioned network that heals.
+func (p *Proxy) Blackhole(on bool) {
+	p.mu.Lock()
+	p.blackhole = on
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// DropNextReply makes the proxy discard the next data the server sends and
+// close that connection, as when a reply is lost with its connection: the
+// request was executed, the client never hears of it.
+func (p *Proxy) DropNextReply() {
+	p.mu.Lock()
+	p.dropNext = true
+	p.mu.Unlock()
+}
+
+// Close stops the proxy, closes every connection and waits for its
+// goroutines.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.cond.Broadcast()
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			client.Close()
+			server.Close()
+			return
+		}
+		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(server, client, false)
+		go p.pipe(client, server, true)
+	}
+}
+
+// pipe copies from src to dst chunk by chunk, applying the faults.
+// fromServer marks the server-to-client direction.
+func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
+	defer p.wg.Done()
+	defer func() {
+		dst.Close()
+		src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.blackhole && !p.closed {
+				p.cond.Wait()
+			}
+			latency, closed := p.latency, p.closed
+			drop := fromServer && p.dropNext
+			if drop {
+				p.dropNext = false
+			}
+			p.mu.Unlock()
+			if closed || drop {
+				return
+			}
+			if latency > 0 {
+				time.Sleep(latency)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF or a closed connection: close the other side too
+		}
+	}
+}

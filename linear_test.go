@@ -1,0 +1,237 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// The mutex model of the linearizability check. The state is the client
+// holding the lock, -1 for none.
+type mutexInput struct {
+	client  int
+	acquire bool // else release
+}
+
+type outcome int
+
+const (
+	outOK      outcome = iota // acquired / released
+	outRefused                // ErrLocked / ErrNotAcquired
+	outUnknown                // an error after which either may have happened
+)
+
+var mutexModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{-1} },
+	Step: func(state, input, output any) []any {
+		holder, in, out := state.(int), input.(mutexInput), output.(outcome)
+		if in.acquire {
+			switch out {
+			case outOK:
+				if holder == -1 {
+					return []any{in.client}
+				}
+				return nil
+			case outRefused:
+				// A refused try is always possible: it may have met a
+				// holder whose acquire is still unresolved.
+				return []any{holder}
+			}
+			if holder == -1 {
+				return []any{holder, in.client}
+			}
+			return []any{holder}
+		}
+		switch out {
+		case outOK:
+			if holder == in.client {
+				return []any{-1}
+			}
+			return nil
+		case outRefused:
+			if holder != in.client {
+				return []any{holder}
+			}
+			return nil
+		}
+		if holder == in.client {
+			return []any{holder, -1}
+		}
+		return []any{holder}
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(mutexInput)
+		op := "release"
+		if in.acquire {
+			op = "acquire"
+		}
+		return fmt.Sprintf("client %d %s -> %v", in.client, op, output)
+	},
+}
+
+// A mutex is what the history is recorded on: the real lock, or a broken
+// one whose release does not check the owner.
+type mutex interface {
+	acquire(ctx context.Context) error
+	release(ctx context.Context) error
+}
+
+type realMutex struct{ l *redislock.Lock }
+
+func (m realMutex) acquire(ctx context.Context) error { return m.l.TryAcquire(ctx) }
+func (m realMutex) release(ctx context.Context) error { return m.l.Release(ctx) }
+
+// brokenMutex releases with a plain DEL: no id check.
+type brokenMutex struct {
+	l *redislock.Lock
+	c *redis.Client
+}
+
+func (m brokenMutex) acquire(ctx context.Context) error { return m.l.TryAcquire(ctx) }
+func (m brokenMutex) release(ctx context.Context) error {
+	m.l.Release(ctx) // clears the Lock's own state; its result is ignored
+	return m.c.Del(ctx, m.l.Key()).Err()
+}
+
+// history runs 6 clients × 100 operations through a fault proxy (latency,
+// dropped replies, short blackholes) and records them.
+func history(t *testing.T, broken bool) []porcupine.Operation {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	const clients, ops = 6, 100
+
+	stop := make(chan struct{})
+	faultsDone := make(chan struct{})
+	go func() { // the faults
+		defer close(faultsDone)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-stop:
+				p.SetLatency(0)
+				p.Blackhole(false)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			switch rng.IntN(12) {
+			case 0:
+				p.DropNextReply()
+			case 1:
+				p.Blackhole(true)
+				time.Sleep(30 * time.Millisecond)
+				p.Blackhole(false)
+			case 2: // longer than an operation's 200 ms: outcomes become unknown
+				p.Blackhole(true)
+				time.Sleep(250 * time.Millisecond)
+				p.Blackhole(false)
+			default:
+				p.SetLatency(time.Duration(rng.IntN(3)) * time.Millisecond)
+			}
+		}
+	}()
+
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		client := clientVia(t, p, func(o *redis.Options) {
+			o.ContextTimeoutEnabled = true
+			if c%2 == 1 {
+				o.MaxRetries = -1 // a lost reply is an unknown outcome, not a retry
+			}
+		})
+		l := mustNew(t, client, "job", redislock.WithExpire(time.Minute))
+		var m mutex = realMutex{l}
+		if broken {
+			m = brokenMutex{l, client}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			for i := 0; i < ops; i++ {
+				// Mostly acquire-then-release; now and then a stray release
+				// by a client that may not hold the lock.
+				acquire := i%2 == 0 && rng.IntN(8) != 0
+				in := mutexInput{client: c, acquire: acquire}
+				octx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				call := time.Since(start).Nanoseconds()
+				var err error
+				if acquire {
+					err = m.acquire(octx)
+				} else {
+					err = m.release(octx)
+				}
+				ret := time.Since(start).Nanoseconds()
+				cancel()
+				out := outUnknown
+				switch {
+				case err == nil:
+					out = outOK
+				case errors.Is(err, redislock.ErrLocked) && !errors.Is(err, context.DeadlineExceeded):
+					out = outRefused
+				case errors.Is(err, redislock.ErrNotAcquired):
+					out = outRefused
+				}
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-faultsDone
+	return history
+}
+
+// Histories recorded under faults are linearizable against a mutex; the
+// broken lock's are not.
+func TestLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records and checks histories under faults")
+	}
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{
+		{"lock", false},
+		{"broken/release without id check", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history(t, tc.broken)
+			res := porcupine.CheckOperationsTimeout(mutexModel.ToModel(), h, 30*time.Second)
+			var ok, unknown int
+			for _, op := range h {
+				switch op.Output.(outcome) {
+				case outOK:
+					ok++
+				case outUnknown:
+					unknown++
+				}
+			}
+			t.Logf("%d operations (%d succeeded, %d unknown under faults): %s", len(h), ok, unknown, res)
+			if want := porcupine.Ok; tc.broken {
+				if res != porcupine.Illegal {
+					t.Fatalf("the broken lock's history was judged %s, want illegal", res)
+				}
+			} else if res != want {
+				t.Fatalf("history judged %s, want ok", res)
+			}
+		})
+	}
+}
