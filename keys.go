@@ -86,12 +86,14 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 // metacharacters escaped, then the name pattern (in braces when tagged).
 func (s keyScheme) scanPattern(namePattern string) string {
 	var b strings.Builder
-	for _, r := range s.lockPrefix {
-		switch r {
+	for i := 0; i < len(s.lockPrefix); i++ { // bytes: a prefix need not be UTF-8
+		switch c := s.lockPrefix[i]; c {
 		case '*', '?', '[', ']', '\\':
 			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
 		}
-		b.WriteRune(r)
 	}
 	b.WriteString(s.tag(namePattern))
 	return b.String()

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
@@ -613,4 +614,28 @@ func TestList(t *testing.T) {
 			t.Fatalf("List(other:) = %v, %v", other, err)
 		}
 	})
+}
+
+// A prefix that is not UTF-8 (found by FuzzKeyScheme): List and ResetAll
+// still find exactly its locks.
+func TestNonUTF8Prefix(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client()
+	prefix := "x\xdf\xdf*:"
+	l := mustNew(t, c, "job", redislock.WithKeyPrefix(prefix))
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, "x\xdf\xdfyy:job", "not a lock", 0) // would match if '*' were not escaped
+	infos, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix(prefix))
+	if err != nil || len(infos) != 1 || infos[0].Key != prefix+"job" {
+		t.Fatalf("List() = %+v, %v; want the one lock", infos, err)
+	}
+	if n, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix(prefix)); err != nil || n != 1 {
+		t.Fatalf("ResetAll() = %d, %v; want 1", n, err)
+	}
+	if c.Exists(ctx, "x\xdf\xdfyy:job").Val() != 1 {
+		t.Fatal("ResetAll deleted a key outside its prefix")
+	}
 }
