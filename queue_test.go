@@ -44,21 +44,27 @@ func TestLocalQueueSharesOneConnection(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		waitBlocked(t, admin, 1) // the first is in BLPOP; later ones queue locally
 	}
-	// Give the queue a moment's chance to misbehave: still one BLPOP, and
-	// the shared client has one connection in use, that one. (Its first
-	// tries, sent at once, may have left a few idle ones in the pool.)
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if n := blockedClients(t, admin); n != 1 {
-			t.Fatalf("%d clients blocked in BLPOP, want 1 for %d local waiters", n, waiters)
-		}
+	waitBlocked(t, admin, 1)
+	// Once every waiter has made its first try (those run at once, on as
+	// many connections), the steady state is one BLPOP and one connection
+	// in use (at most), for 200 ms on end. Each waiter in BLPOP (no queue)
+	// would never get there.
+	var steadySince time.Time
+	var blocked, inUse int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		st := shared.PoolStats()
-		if inUse := st.TotalConns - st.IdleConns; inUse > 1 {
-			t.Fatalf("the shared client has %d connections in use for %d waiters, want 1", inUse, waiters)
+		blocked, inUse = blockedClients(t, admin), int(st.TotalConns-st.IdleConns)
+		if blocked != 1 || inUse > 1 {
+			steadySince = time.Time{}
+		} else if steadySince.IsZero() {
+			steadySince = time.Now()
+		} else if time.Since(steadySince) > 200*time.Millisecond {
+			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d local waiters: %d blocked in BLPOP, %d connections in use; want 1 and at most 1", waiters, blocked, inUse)
+		}
 	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
