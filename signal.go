@@ -71,16 +71,16 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 		return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	sent = time.Now()
-	res, err := l.try(ctx)
+	res, terr := l.try(ctx)
 	var t *ticket // our place in the local queue, once we wait
 	defer func() {
 		if t != nil {
-			t.leave(l.expiresHint(res, err))
+			t.leave(l.expiresHint(res, terr))
 		}
 	}()
 	for {
-		if err != nil {
-			return sent, 0, l.fail(ctx, err)
+		if terr != nil {
+			return sent, 0, l.fail(ctx, terr)
 		}
 		switch res.status {
 		case statusAcquired:
@@ -106,13 +106,13 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 			return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
 		sent = time.Now()
-		res, err = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
+		res, terr = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
 	}
 }
 
 // expiresHint is what a waiter leaving the queue tells the next one about
-// the holder's expiry: our own expire when we acquired, the holder's last
-// PTTL when we gave up, nothing when we do not know.
+// the holder's expiry, from its last try: our own expire when we acquired,
+// the holder's PTTL when it was busy, nothing when we do not know.
 func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
 	switch {
 	case err != nil:
