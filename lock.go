@@ -257,7 +257,11 @@ func (l *Lock) Release(ctx context.Context) error {
 // ErrInvalidDuration for d below 1ms (nothing is sent), ErrNotAcquired when
 // the key is missing or holds another id, and ErrNotExpirable when the key
 // has no expire. In those cases the key is unchanged, and a missing key is
-// never recreated.
+// never recreated. With WithReplicaAck it returns ErrNotReplicated when the
+// new expire was set on the master but too few replicas acknowledged it in
+// time; the lock is then still held, with its local deadline unchanged.
+// A successful Extend of the hold this Lock acquired also moves its local
+// deadline (see Done).
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return l.wrap(ErrInvalidDuration)
