@@ -63,6 +63,12 @@ func WithExpire(d time.Duration) Option {
 // The default is a random UUIDv4 (122 random bits from crypto/rand), unique
 // to the Lock. An empty id makes New return ErrInvalidID. Ids are stored
 // as-is; python-redis-lock reads them as ASCII.
+//
+// A shared id costs one safety net: with its own random id, a Lock whose
+// acquire reply was lost (go-redis retries it) recognises the key as its
+// own and takes it; with a given id it cannot tell its own lost acquire
+// from another Lock's hold, returns ErrAlreadyAcquired, and the key stays
+// held under that id until it expires or one of its Locks releases it.
 func WithID(id string) Option {
 	return func(c *config) { c.id, c.idGiven = id, true }
 }
