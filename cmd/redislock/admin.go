@@ -184,6 +184,10 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", li.Name, li.Owner, ttl)
 	}
 	tw.Flush()
+	if len(infos) == 0 {
+		text.Reset()
+		fmt.Fprintf(&text, "no lock held under prefix %q matches %q", conn.prefix, pattern)
+	}
 	return output(stdout, stderr, "list", asJSON, all, strings.TrimSuffix(text.String(), "\n"))
 }
 
