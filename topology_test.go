@@ -273,14 +273,15 @@ func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
 // renewed hold is lost at its local deadline, with ErrNotReplicated as the
 // last error.
 func TestUnacknowledgedRenewalFails(t *testing.T) {
-	// Redis times WAIT out at its hz (100 ms by default): the expire leaves
-	// room for a few failed renewals.
-	const expire = 1500 * time.Millisecond
+	// Redis times WAIT out at its hz (100 ms by default), and a loaded
+	// machine acknowledges slowly: a 300 ms ack timeout, and an expire that
+	// leaves room for a failed renewal or two.
+	const expire = 2400 * time.Millisecond
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ctx := ctxT(t)
 	l := mustNew(t, primary.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
-		redislock.WithReplicaAck(1, 50*time.Millisecond))
+		redislock.WithReplicaAck(1, 300*time.Millisecond))
 	sent := time.Now()
 	if err := l.Acquire(ctx); err != nil {
 		t.Fatal(err)
