@@ -42,19 +42,13 @@ func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *re
 		cmd.SetErr(err)
 		return cmd, nil
 	}
-	for attempt := 0; ; attempt++ {
-		pipe := n.Pipeline()
-		cmd := s.EvalSha(ctx, pipe, keys, args...)
-		wait := a.queue(ctx, pipe)
-		_, _ = pipe.Exec(ctx) // each command's own error is read below
-		if isNoScript(cmd.Err()) && attempt == 0 {
-			if err := s.Load(ctx, n).Err(); err != nil {
-				return cmd, nil
-			}
-			continue
-		}
-		return cmd, a.check(wait)
-	}
+	// EVAL, not EVALSHA: a NOSCRIPT reply would come with a WAIT that
+	// blocks for nothing, the whole timeout when replicas lag.
+	pipe := n.Pipeline()
+	cmd := s.Eval(ctx, pipe, keys, args...)
+	wait := a.queue(ctx, pipe)
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	return cmd, a.check(wait)
 }
 
 // queue adds WAIT to pipe.

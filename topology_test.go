@@ -138,7 +138,7 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 	ss := redistest.StartSentinels(t, primary, 3)
 	ctx := ctxT(t)
 
-	l := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, 500*time.Millisecond))
+	l := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, time.Second))
 	if err := l.Acquire(ctx); err != nil {
 		t.Fatalf("Acquire() with replica ack = %v", err)
 	}
@@ -274,14 +274,14 @@ func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
 // last error.
 func TestUnacknowledgedRenewalFails(t *testing.T) {
 	// Redis times WAIT out at its hz (100 ms by default), and a loaded
-	// machine acknowledges slowly: a 300 ms ack timeout, and an expire that
-	// leaves room for a failed renewal or two.
-	const expire = 2400 * time.Millisecond
+	// machine acknowledges slowly: a 1 s ack timeout, and an expire that
+	// leaves room for a failed renewal.
+	const expire = 4500 * time.Millisecond
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ctx := ctxT(t)
 	l := mustNew(t, primary.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
-		redislock.WithReplicaAck(1, 300*time.Millisecond))
+		redislock.WithReplicaAck(1, time.Second))
 	sent := time.Now()
 	if err := l.Acquire(ctx); err != nil {
 		t.Fatal(err)

@@ -120,9 +120,17 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		actx, cancel = context.WithTimeout(actx, wait)
 		defer cancel()
 	}
+	// A signal while waiting ends the wait. The watcher is joined before
+	// COMMAND starts, so it cannot swallow a signal meant for COMMAND; a
+	// signal that raced with a successful acquire is honoured: COMMAND
+	// does not start.
+	interrupted := make(chan os.Signal, 1)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
-		case <-sigs:
+		case s := <-sigs:
+			interrupted <- s
 			cancel()
 		case <-actx.Done():
 		}
@@ -133,6 +141,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = lock.Acquire(actx)
 	}
 	cancel()
+	<-watched
+	select {
+	case sig := <-interrupted:
+		if err == nil {
+			lock.Release(context.WithoutCancel(ctx))
+			return fail(stderr, "run", 128+int(sig.(syscall.Signal)), fmt.Errorf("interrupted (%v) before COMMAND started; lock released", sig))
+		}
+	default:
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, redislock.ErrLocked) && (noWait || errors.Is(err, context.DeadlineExceeded)):
