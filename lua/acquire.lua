@@ -20,18 +20,25 @@
 -- clock in microseconds, so tokens only grow, even when the fence key was
 -- lost (a restart without persistence) or rolled back (an old snapshot, a
 -- replica that missed writes). Below 2^53 they are exact in Lua's doubles.
-local holder = redis.call('GET', KEYS[1])
-if holder and (holder ~= ARGV[1] or ARGV[3] ~= '1') then
-  local pttl = redis.call('PTTL', KEYS[1])
-  if holder == ARGV[1] then
-    return {2, pttl}
+
+-- set writes our id with the lock's expire; extra options (NX) follow.
+local function set(...)
+  if ARGV[2] == '0' then
+    return redis.call('SET', KEYS[1], ARGV[1], ...)
   end
-  return {1, pttl}
+  return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], ...)
 end
-if ARGV[2] == '0' then
-  redis.call('SET', KEYS[1], ARGV[1])
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+
+if not set('NX') then
+  local holder = redis.call('GET', KEYS[1])
+  if holder ~= ARGV[1] or ARGV[3] ~= '1' then
+    local pttl = redis.call('PTTL', KEYS[1])
+    if holder == ARGV[1] then
+      return {2, pttl}
+    end
+    return {1, pttl}
+  end
+  set() -- our own random id: take it again, with a fresh expire
 end
 if not KEYS[2] then
   return {0, 0}
