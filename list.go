@@ -39,26 +39,12 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 		infos []LockInfo
 	)
 	err = eachLockKey(ctx, client, ks, namePattern, func(ctx context.Context, node redis.UniversalClient, name string) error {
-		key := ks.lockKey(name)
-		var owner *redis.StringCmd
-		var ttl *redis.DurationCmd
-		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			owner = p.Get(ctx, key)
-			ttl = p.PTTL(ctx, key)
-			return nil
-		})
-		if errors.Is(err, redis.Nil) {
-			return nil // released meanwhile
-		}
-		if err != nil {
+		info, held, err := readInfo(ctx, node, name, ks.lockKey(name))
+		if err != nil || !held { // not held: released meanwhile
 			return err
 		}
-		d := ttl.Val()
-		if d < 0 {
-			d = -1
-		}
 		mu.Lock()
-		infos = append(infos, LockInfo{Name: name, Key: key, Owner: owner.Val(), TTL: d})
+		infos = append(infos, info)
 		mu.Unlock()
 		return nil
 	})
@@ -67,4 +53,37 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	}
 	slices.SortFunc(infos, func(a, b LockInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return infos, nil
+}
+
+// Info reads who holds the lock and for how long, in one round trip. held
+// is false, and info has only Name and Key, when the lock is free.
+func (l *Lock) Info(ctx context.Context) (info LockInfo, held bool, err error) {
+	info, held, err = readInfo(ctx, l.client, l.name, l.keys[0])
+	if err != nil {
+		return info, false, l.wrap(fmt.Errorf("info: %w", err))
+	}
+	return info, held, nil
+}
+
+// readInfo reads the owner and TTL of the lock key of name on node.
+func readInfo(ctx context.Context, node redis.UniversalClient, name, key string) (LockInfo, bool, error) {
+	info := LockInfo{Name: name, Key: key}
+	var owner *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		owner = p.Get(ctx, key)
+		ttl = p.PTTL(ctx, key)
+		return nil
+	})
+	switch {
+	case errors.Is(err, redis.Nil):
+		return info, false, nil
+	case err != nil:
+		return info, false, err
+	}
+	info.Owner, info.TTL = owner.Val(), ttl.Val()
+	if info.TTL < 0 {
+		info.TTL = -1
+	}
+	return info, true, nil
 }

@@ -172,8 +172,7 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 	l.state = stateAcquiring
 	l.mu.Unlock()
 	if prev != nil {
-		prev.stopRenewal() // a lost hold's goroutine is exiting; wait for it
-		prev.cleanup.Stop()
+		prev.retire() // a lost hold's goroutine is exiting; wait for it
 	}
 	l.cleanups.Wait()
 
@@ -223,8 +222,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.cleanups.Wait()
 	if h != nil {
-		h.stopRenewal()
-		h.cleanup.Stop()
+		h.retire()
 		defer func() {
 			l.mu.Lock()
 			l.state = stateIdle

@@ -639,3 +639,20 @@ func TestNonUTF8Prefix(t *testing.T) {
 		t.Fatal("ResetAll deleted a key outside its prefix")
 	}
 }
+
+func TestInfo(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
+		if info, held, err := l.Info(ctx); err != nil || held || info.Key != "lock:job" || info.Owner != "" {
+			t.Fatalf("Info() of a free lock = %+v, %v, %v", info, held, err)
+		}
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, held, err := l.Info(ctx)
+		if err != nil || !held || info.Owner != l.ID() || info.TTL <= 50*time.Second || info.Name != "job" {
+			t.Fatalf("Info() of a held lock = %+v, %v, %v", info, held, err)
+		}
+	})
+}

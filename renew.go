@@ -20,6 +20,13 @@ func (h *hold) startRenewal(sent time.Time) error {
 	return nil
 }
 
+// retire stops the hold's renewal, waits for it, and drops the GC cleanup
+// that would otherwise stop it: the Lock is done with this hold.
+func (h *hold) retire() {
+	h.stopRenewal()
+	h.cleanup.Stop()
+}
+
 // stopRenewal stops the renewal goroutine, if any, and waits for it to
 // exit. Safe to call more than once and from several goroutines.
 func (h *hold) stopRenewal() {

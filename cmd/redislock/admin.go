@@ -136,20 +136,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "status", exitUsage, err)
 	}
-	var owner *redis.StringCmd
-	var ttl *redis.DurationCmd
-	_, err = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		owner = p.Get(ctx, lock.Key())
-		ttl = p.PTTL(ctx, lock.Key())
-		return nil
-	})
-	st := lockStatus{Name: lock.Name(), Key: lock.Key()}
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
+	info, held, err := lock.Info(ctx)
+	if err != nil {
 		return fail(stderr, "status", exitFail, err)
-	default:
-		st = newStatus(lock.Name(), lock.Key(), owner.Val(), ttl.Val())
+	}
+	st := lockStatus{Name: info.Name, Key: info.Key}
+	if held {
+		st = newStatus(info.Name, info.Key, info.Owner, info.TTL)
 	}
 	return output(stdout, stderr, "status", asJSON, st, st.String())
 }
