@@ -137,6 +137,26 @@ func allocsPerCycle(ctx context.Context, addr string, c contender) int64 {
 	return r.AllocsPerOp()
 }
 
+// firstError keeps the first error the workers of a workload report.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
 var nameSeq atomic.Int64
 
 func uniqueName(kind string) string {
@@ -164,10 +184,10 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 		workers[i] = w
 	}
 	var (
-		mu     sync.Mutex
+		mu     sync.Mutex // guards grants
 		grants []*grant
 		wg     sync.WaitGroup
-		failed error
+		failed firstError
 	)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -179,9 +199,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 			for ctx.Err() == nil {
 				if err := w.lock(ctx); err != nil {
 					if ctx.Err() == nil {
-						mu.Lock()
-						failed = err
-						mu.Unlock()
+						failed.set(err)
 					}
 					return
 				}
@@ -197,9 +215,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 				g.called, g.returned = called, returned
 				mu.Unlock()
 				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
+					failed.set(err)
 					return
 				}
 			}
@@ -207,8 +223,8 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if failed != nil {
-		return contention{}, failed
+	if err := failed.get(); err != nil {
+		return contention{}, err
 	}
 	var fromReturn, fromCall []time.Duration
 	per := make([]int, n)
@@ -310,8 +326,7 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	defer cancel()
 	var (
 		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed error
+		failed firstError
 	)
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -339,9 +354,7 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 					}
 				}
 				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
+					failed.set(err)
 					return
 				}
 			}
@@ -349,8 +362,8 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if failed != nil {
-		return count{}, failed
+	if err := failed.get(); err != nil {
+		return count{}, err
 	}
 	v, err := data.Get(ctx, key).Int()
 	if err != nil {
