@@ -28,18 +28,14 @@ func TestCommandsPerUncontendedCycle(t *testing.T) {
 	admin := s.Client()
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	// Warm up: the first EVALSHA of each script is NOSCRIPT, then EVAL.
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const cycles = 50
 	before := commandStats(t, admin)
 	for i := 0; i < cycles; i++ {
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -63,9 +59,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	for _, l := range []*redislock.Lock{a, b} { // load the scripts
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -73,9 +67,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 	admin.Del(ctx, "lock-signal:job") // the warm-up's signal would wake the first waiter at once
 	const handoffs = 20
 	holder, waiter := a, b
-	if err := holder.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, holder)
 	var total map[string]int64
 	for i := 0; i < handoffs; i++ {
 		before := commandStats(t, admin)

@@ -59,6 +59,14 @@ func mustNew(t testing.TB, c redis.UniversalClient, name string, opts ...redislo
 	return l
 }
 
+// mustAcquire is l.Acquire(ctx) that fails the test on error.
+func mustAcquire(t testing.TB, ctx context.Context, l *redislock.Lock) {
+	t.Helper()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire(%s) = %v", l.Name(), err)
+	}
+}
+
 // ctxT returns a context that ends with the test, or after 20 s.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -123,9 +123,7 @@ func TestBlackholeDeadline(t *testing.T) {
 			s := redistest.Start(t)
 			p := proxyTo(t, s)
 			ctx := ctxT(t)
-			if err := mustNew(t, s.Client(), "job").Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
 			c := clientVia(t, p, tc.opts)
 			if err := c.Ping(ctx).Err(); err != nil { // a warm connection, as in a running service
 				t.Fatal(err)

@@ -68,9 +68,7 @@ func TestFencingTokensSurviveRestart(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(func(o *redis.Options) { o.MaxRetries = 5 }), "job", redislock.WithFencing())
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	first := l.Token()
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -82,9 +80,7 @@ func TestFencingTokensSurviveRestart(t *testing.T) {
 	if n := s.Client().DBSize(ctx).Val(); n != 0 {
 		t.Fatalf("the restarted server kept %d keys", n)
 	}
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	if second := l.Token(); second <= first {
 		t.Fatalf("token after restart %d <= %d before", second, first)
 	}
@@ -122,9 +118,7 @@ func TestLateHolderIsFenced(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-	if err := old.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, old)
 	oldToken := old.Token()
 	if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
 		t.Fatalf("Guard() while holding = %v", err)
@@ -132,9 +126,7 @@ func TestLateHolderIsFenced(t *testing.T) {
 
 	admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
 	next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-	if err := next.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, next)
 	store := &fencedStore{}
 	if err := store.write(next.Token(), "next"); err != nil {
 		t.Fatal(err)
@@ -172,9 +164,7 @@ func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	err := l.Guard(ctx, func(p redis.Pipeliner) error {
 		admin.Set(ctx, l.Key(), "thief", 0) // between the check and EXEC
 		p.Set(ctx, "data", "mine", 0)
@@ -201,9 +191,7 @@ func TestFencingKeepsPythonKeys(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		plain := mustNew(t, c, "plain", redislock.WithExpire(time.Minute))
-		if err := plain.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, plain)
 		if plain.Token() != 0 {
 			t.Fatalf("Token() without fencing = %d, want 0", plain.Token())
 		}
@@ -212,9 +200,7 @@ func TestFencingKeepsPythonKeys(t *testing.T) {
 			t.Fatalf("a lock without fencing wrote %q", keys)
 		}
 		fenced := mustNew(t, c, "fenced", redislock.WithExpire(time.Minute), redislock.WithFencing())
-		if err := fenced.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, fenced)
 		if got := c.Get(ctx, "lock:fenced").Val(); got != fenced.ID() {
 			t.Fatalf("lock:fenced = %q, want the owner id", got)
 		}

@@ -78,9 +78,7 @@ func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 		c := b.client()
 		holder := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		other := mustNew(t, c, "job")
-		if err := holder.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, holder)
 		ttlBefore := c.PTTL(ctx, holder.Key()).Val()
 		if err := other.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("other.Release() = %v, want ErrNotAcquired", err)
@@ -109,9 +107,7 @@ func TestSharedIDExtendsAndReleases(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		first := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
-		if err := first.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, first)
 		second := mustNew(t, c, "job", redislock.WithID(first.ID()))
 		if err := second.Extend(ctx, time.Minute); err != nil {
 			t.Fatalf("second.Extend() = %v, want nil", err)
@@ -133,9 +129,7 @@ func TestAlreadyAcquired(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		a := mustNew(t, c, "job", redislock.WithID("worker-1"))
-		if err := a.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, a)
 		// The same Lock again: refused locally.
 		if err := a.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
 			t.Fatalf("Acquire() on a held Lock = %v, want ErrAlreadyAcquired", err)
@@ -186,9 +180,7 @@ func TestExtend(t *testing.T) {
 
 		// Sub-second expires work in acquire and extend.
 		l := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond))
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if got := c.PTTL(ctx, l.Key()).Val(); got <= 0 || got > 300*time.Millisecond {
 			t.Fatalf("PTTL after acquire = %v, want in (0, 300ms]", got)
 		}
@@ -228,9 +220,7 @@ func TestExtend(t *testing.T) {
 
 		// A lock without expire cannot be extended.
 		forever := mustNew(t, c, "forever")
-		if err := forever.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, forever)
 		if err := forever.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotExpirable) {
 			t.Fatalf("Extend() without expire = %v, want ErrNotExpirable", err)
 		}
@@ -251,9 +241,7 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 		if id, err := l.OwnerID(ctx); id != "" || err != nil {
 			t.Fatalf("OwnerID() on free lock = %q, %v; want \"\", nil", id, err)
 		}
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if ok, err := l.Locked(ctx); !ok || err != nil {
 			t.Fatalf("Locked() on held lock = %v, %v; want true, nil", ok, err)
 		}
@@ -305,9 +293,7 @@ func TestWireFormat(t *testing.T) {
 		c := b.client()
 		l := mustNew(t, c, "reports", redislock.WithExpire(5*time.Second), redislock.WithID("worker-7"),
 			redislock.WithSignalExpire(1500*time.Millisecond))
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if keys := c.Keys(ctx, "*").Val(); len(keys) != 1 || keys[0] != "lock:reports" {
 			t.Fatalf("keys while held = %q, want [lock:reports]", keys)
 		}
@@ -335,9 +321,7 @@ func TestWireFormat(t *testing.T) {
 
 		// The prefix option sets the lock key exactly.
 		m := mustNew(t, c, "ocr-42", redislock.WithKeyPrefix("_mayan_lock:"))
-		if err := m.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, m)
 		if got := c.Get(ctx, "_mayan_lock:ocr-42").Val(); got != m.ID() {
 			t.Fatalf("GET _mayan_lock:ocr-42 = %q, want %q", got, m.ID())
 		}
@@ -379,9 +363,7 @@ func TestSignalListStaysSmallAndExpires(t *testing.T) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithSignalExpire(50*time.Millisecond))
 		for i := 0; i < 20; i++ {
-			if err := l.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, l)
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -410,15 +392,11 @@ func TestResetAndResetAll(t *testing.T) {
 		var locks []*redislock.Lock
 		for _, name := range []string{"a", "b", "with space", "glob*[?]"} {
 			l := mustNew(t, c, name)
-			if err := l.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, l)
 			locks = append(locks, l)
 		}
 		other := mustNew(t, c, "c", redislock.WithKeyPrefix("other:"))
-		if err := other.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, other)
 		c.Set(ctx, "lockx", "not a lock", 0)
 		c.Set(ctx, "app:lock:a", "not a lock", 0)
 
@@ -452,9 +430,7 @@ func TestResetAndResetAll(t *testing.T) {
 		}
 		// A prefix with glob characters matches itself only.
 		star := mustNew(t, c, "x", redislock.WithKeyPrefix("l*:"))
-		if err := star.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, star)
 		if n, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("l*:")); err != nil || n != 1 {
 			t.Fatalf("ResetAll(l*:) = %d, %v; want 1, nil", n, err)
 		}
@@ -536,9 +512,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// Acquire on a Lock that holds: refused before any command.
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	sent := hook.n
 	if err := l.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
 		t.Fatalf("second Acquire() = %v, want ErrAlreadyAcquired", err)
@@ -572,16 +546,10 @@ func TestList(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		for _, name := range []string{"report:1", "report:2", "ocr[1]"} {
-			if err := mustNew(t, c, name, redislock.WithID("w-"+name), redislock.WithExpire(time.Minute)).Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, mustNew(t, c, name, redislock.WithID("w-"+name), redislock.WithExpire(time.Minute)))
 		}
-		if err := mustNew(t, c, "forever").Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := mustNew(t, c, "elsewhere", redislock.WithKeyPrefix("other:")).Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, mustNew(t, c, "forever"))
+		mustAcquire(t, ctx, mustNew(t, c, "elsewhere", redislock.WithKeyPrefix("other:")))
 		c.Set(ctx, "lockless", "x", 0)
 
 		all, err := redislock.List(ctx, c, "")
@@ -624,9 +592,7 @@ func TestNonUTF8Prefix(t *testing.T) {
 	c := s.Client()
 	prefix := "x\xdf\xdf*:"
 	l := mustNew(t, c, "job", redislock.WithKeyPrefix(prefix))
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	c.Set(ctx, "x\xdf\xdfyy:job", "not a lock", 0) // would match if '*' were not escaped
 	infos, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix(prefix))
 	if err != nil || len(infos) != 1 || infos[0].Key != prefix+"job" {
@@ -647,9 +613,7 @@ func TestInfo(t *testing.T) {
 		if info, held, err := l.Info(ctx); err != nil || held || info.Key != "lock:job" || info.Owner != "" {
 			t.Fatalf("Info() of a free lock = %+v, %v, %v", info, held, err)
 		}
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		info, held, err := l.Info(ctx)
 		if err != nil || !held || info.Owner != l.ID() || info.TTL <= 50*time.Second || info.Name != "job" {
 			t.Fatalf("Info() of a held lock = %+v, %v, %v", info, held, err)

@@ -168,9 +168,7 @@ func TestHolderKilled(t *testing.T) {
 	holder.Process.Signal(syscall.SIGKILL)
 	holder.Wait()
 	waiter := mustNew(t, s.Client(), "job")
-	if err := waiter.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, waiter)
 	took := time.Since(held)
 	t.Logf("holder killed; waiter held the lock %v after the holder had it (TTL 1s)", took)
 	if took > time.Second+300*time.Millisecond {
@@ -190,9 +188,7 @@ func TestHolderPausedPastTTL(t *testing.T) {
 	paused := time.Now()
 
 	next := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
-	if err := next.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, next)
 	t.Logf("holder paused; the next client acquired after %v (holder TTL 500ms)", time.Since(paused))
 	holder.Process.Signal(syscall.SIGCONT)
 	rest, _ := io.ReadAll(out)
@@ -219,9 +215,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 	const ttl = time.Second
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	if err := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl)).Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, mustNew(t, s.Client(), "job", redislock.WithExpire(ttl)))
 	admin := s.Client()
 	var wg sync.WaitGroup
 	results := make(chan time.Time, 8)
@@ -261,9 +255,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 func TestRedisKilledWaitersFail(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	if err := mustNew(t, s.Client(), "job").Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
 	admin := s.Client()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

@@ -18,9 +18,7 @@ func TestLocalQueueSharesOneConnection(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	holder := mustNew(t, s.Client(), "job")
-	if err := holder.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, holder)
 	shared := s.Client()
 	const waiters = 32
 	var (
@@ -83,9 +81,7 @@ func TestLocalQueueLeavers(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	holder := mustNew(t, s.Client(), "job")
-	if err := holder.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, holder)
 	shared := s.Client()
 	headCtx, cancelHead := context.WithCancel(ctx)
 	head := acquireAsync(headCtx, mustNew(t, shared, "job"))

@@ -62,9 +62,7 @@ func TestAutoRenewalKeepsTheKey(t *testing.T) {
 				opts = append(opts, redislock.WithAutoRenewal())
 			}
 			l := mustNew(t, s.Client(), "job", opts...)
-			if err := l.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, l)
 			end := time.Now().Add(10 * expire)
 			alive := true
 			for time.Now().Before(end) && alive {
@@ -127,9 +125,7 @@ func TestLossIsReported(t *testing.T) {
 			ctx := ctxT(t)
 			admin := s.Client()
 			l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
-			if err := l.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, l)
 			if err := l.Err(); err != nil {
 				t.Fatalf("Err() while held = %v, want nil", err)
 			}
@@ -194,9 +190,7 @@ func TestServerKilledDuringRenewedHold(t *testing.T) {
 		o.DialTimeout = 100 * time.Millisecond
 	}), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
 	sent := time.Now()
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	s.Kill()
 	closed := doneWithin(t, l, 5*time.Second)
 	t.Logf("Done() after %v of a %v expire", closed.Sub(sent), expire)
@@ -225,9 +219,7 @@ func TestReleaseJoinsRenewal(t *testing.T) {
 	ctx := ctxT(t)
 	for i := 0; i < 20; i++ {
 		l := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Millisecond), redislock.WithAutoRenewal())
-		if err := l.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, l)
 		if n := renewers(); n != 1 {
 			t.Fatalf("renewal goroutines while held = %d, want 1", n)
 		}
@@ -264,9 +256,7 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 			var kept *redislock.Lock
 			key := func() string {
 				l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
-				if err := l.Acquire(ctx); err != nil {
-					t.Fatal(err)
-				}
+				mustAcquire(t, ctx, l)
 				if keep {
 					kept = l
 				}
@@ -311,9 +301,7 @@ func TestDoneErrContract(t *testing.T) {
 		t.Fatalf("Err() before the first acquire = %v, want ErrNotAcquired", err)
 	}
 
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	d1 := l.Done()
 	if d2 := l.Done(); d1 != d2 {
 		t.Fatal("Done() returned two channels for one hold")
@@ -332,9 +320,7 @@ func TestDoneErrContract(t *testing.T) {
 	// Without auto-renewal Done closes when the expire runs out locally
 	// (miniredis's clock is not moved: the local clock decides).
 	start := time.Now()
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	if l.Done() == d1 {
 		t.Fatal("a new hold reuses the old Done channel")
 	}
@@ -349,9 +335,7 @@ func TestDoneErrContract(t *testing.T) {
 
 	// Extend moves the local deadline too.
 	l2 := mustNew(t, b.client(), "job2", redislock.WithExpire(100*time.Millisecond))
-	if err := l2.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l2)
 	if err := l2.Extend(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -372,9 +356,7 @@ func TestMaxHold(t *testing.T) {
 	admin := s.Client()
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithMaxHold(maxHold))
 	start := time.Now()
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	closed := doneWithin(t, l, 5*time.Second)
 	took := closed.Sub(start)
 	t.Logf("max hold %v: Done() after %v", maxHold, took)
@@ -434,9 +416,7 @@ func TestDo(t *testing.T) {
 
 	// TryDo skips a busy lock without running fn.
 	other := mustNew(t, s.Client(), "job")
-	if err := other.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, other)
 	ran := false
 	if err := l.TryDo(ctx, func(context.Context) error { ran = true; return nil }); !errors.Is(err, redislock.ErrLocked) || ran {
 		t.Fatalf("TryDo() on a busy lock = %v (fn ran %v), want ErrLocked without running", err, ran)

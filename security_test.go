@@ -31,9 +31,7 @@ func TestEviction(t *testing.T) {
 			ctx := ctxT(t)
 			c := s.Client()
 			l := mustNew(t, c, "job", redislock.WithExpire(time.Hour))
-			if err := l.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, l)
 			value := strings.Repeat("x", 64<<10)
 			var writeErr error
 			for i := 0; i < 200 && c.Exists(ctx, l.Key()).Val() == 1; i++ {
@@ -82,9 +80,7 @@ func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
-	if err := owner.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, owner)
 	snapshot := func() string {
 		return fmt.Sprintf("%s/%d", admin.Get(ctx, "lock:job").Val(), admin.PTTL(ctx, "lock:job").Val()/time.Second)
 	}
@@ -152,9 +148,7 @@ func TestHostileNames(t *testing.T) {
 	}
 	// A prefix of glob characters matches itself only.
 	hostile := mustNew(t, c, "x", redislock.WithKeyPrefix("[a-z]*?:"))
-	if err := hostile.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, hostile)
 	c.Set(ctx, "lx:x", "bystander", 0) // what the unescaped glob would match
 	if n, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("[a-z]*?:")); err != nil || n != 1 {
 		t.Fatalf("ResetAll([a-z]*?:) = %d, %v; want 1", n, err)

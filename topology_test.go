@@ -283,9 +283,7 @@ func TestUnacknowledgedRenewalFails(t *testing.T) {
 	l := mustNew(t, primary.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
 		redislock.WithReplicaAck(1, time.Second))
 	sent := time.Now()
-	if err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, l)
 	replica.Pause()
 	defer replica.Cont()
 	select {

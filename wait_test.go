@@ -63,9 +63,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 			ctx := ctxT(t)
 			admin := s.Client()
 			holder := mustNew(t, s.Client(), "job")
-			if err := holder.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, holder)
 			waiter := mustNew(t, s.Client(), "job")
 			wctx, cancel := context.WithTimeout(ctx, slice+time.Second)
 			defer cancel()
@@ -106,9 +104,7 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 			ctx := ctxT(t)
 			holder := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl))
 			start := time.Now()
-			if err := holder.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, holder)
 			// The holder "crashes": it never releases.
 			waiter := mustNew(t, s.Client(), "job", tc.opts...)
 			r := receive(t, acquireAsync(ctx, waiter))
@@ -129,9 +125,7 @@ func TestResetWakesWaiter(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	holder := mustNew(t, s.Client(), "job")
-	if err := holder.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustAcquire(t, ctx, holder)
 	waiter := mustNew(t, s.Client(), "job")
 	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 	defer cancel()
@@ -160,9 +154,7 @@ func TestResetAllWakesWaiters(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 	defer cancel()
 	for i, name := range names {
-		if err := mustNew(t, s.Client(), name).Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustAcquire(t, ctx, mustNew(t, s.Client(), name))
 		waits = append(waits, acquireAsync(wctx, mustNew(t, s.Client(), name)))
 		waitBlocked(t, admin, i+1)
 	}
@@ -298,9 +290,7 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 			ctx := ctxT(t)
 			admin := s.Client()
 			holder := mustNew(t, s.Client(), "job")
-			if err := holder.Acquire(ctx); err != nil {
-				t.Fatal(err)
-			}
+			mustAcquire(t, ctx, holder)
 
 			faulty := s.Client()
 			hook := &faultHook{dropGiveback: tc.broken}
