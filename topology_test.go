@@ -115,6 +115,19 @@ func failoverClient(t *testing.T, ss *redistest.Sentinels) *redis.Client {
 	return c
 }
 
+// tryAfterFailover calls l.TryAcquire until the new primary answers (the
+// lock is taken, or busy) or 30 s pass, and returns the last result.
+func tryAfterFailover(ctx context.Context, l *redislock.Lock) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := l.TryAcquire(ctx)
+		if err == nil || errors.Is(err, redislock.ErrLocked) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // awaitFailover waits until the sentinels name want as the primary.
 func awaitFailover(t *testing.T, ss *redistest.Sentinels, want string) {
 	t.Helper()
@@ -147,14 +160,7 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 	awaitFailover(t, ss, replica.Addr)
 	promoted := time.Since(killed)
 
-	second := mustNew(t, failoverClient(t, ss), "job")
-	var err error
-	for {
-		if err = second.TryAcquire(ctx); errors.Is(err, redislock.ErrLocked) || err == nil || time.Since(killed) > 30*time.Second {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	err := tryAfterFailover(ctx, mustNew(t, failoverClient(t, ss), "job"))
 	usable := time.Since(killed)
 	t.Logf("primary killed -> replica promoted: %v; -> lock usable again: %v", promoted, usable)
 	if !errors.Is(err, redislock.ErrLocked) {
@@ -208,13 +214,7 @@ func TestSentinelFailoverLossWindow(t *testing.T) {
 	replica.Cont()
 	awaitFailover(t, ss, replica.Addr)
 
-	second := mustNew(t, failoverClient(t, ss), "job")
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for err = second.TryAcquire(ctx); err != nil && !errors.Is(err, redislock.ErrLocked) && time.Now().Before(deadline); err = second.TryAcquire(ctx) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	if err := tryAfterFailover(ctx, mustNew(t, failoverClient(t, ss), "job")); err != nil {
 		t.Fatalf("second.TryAcquire() after failover = %v, want nil: the unacknowledged lock is lost", err)
 	}
 	t.Log("without replica ack the first holder's lock was lost in the failover; the second client holds it too")
