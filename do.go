@@ -13,51 +13,75 @@ const releaseTimeout = 5 * time.Second
 // Do acquires the lock (waiting as Acquire does), runs fn while holding it,
 // and releases it, even if fn panics.
 //
-// fn's context is derived from ctx and is also cancelled the moment the
-// lock is lost (renewal failed, the key expired or was taken or reset);
-// context.Cause then returns an error matching ErrLost and the reason. fn
-// should stop its work when that happens: someone else may hold the lock.
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost (renewal failed, the key expired or was taken or reset); the loss
+// is noticed as Done describes. context.Cause then returns an error
+// matching ErrLost and the reason. fn should stop its work when that
+// happens: someone else may hold the lock.
 //
-// Do returns Acquire's error if the lock was not acquired (fn did not run),
-// and otherwise fn's error joined with Release's: after a loss that is
-// ErrNotAcquired. Use errors.Is to tell them apart.
+// Do returns Acquire's error if the lock was not acquired (fn did not run).
+// Otherwise it returns fn's error, joined with an error matching ErrLost
+// and its reason if the hold was lost before fn returned, and with
+// Release's error (ErrNotAcquired when the key was no longer ours). Use
+// errors.Is to tell them apart: Do returns nil only if fn returned nil and
+// the lock was held until it was released.
+//
+// The release at the end acts only on the hold this call acquired. If that
+// hold was lost and another goroutine has since acquired through the same
+// *Lock, Do sends nothing and leaves that goroutine's hold alone.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	if err := l.Acquire(ctx); err != nil {
+	h, err := l.run(ctx, true)
+	if err != nil {
 		return err
 	}
-	return l.runHeld(ctx, fn)
+	return l.runHeld(ctx, h, fn)
 }
 
 // TryDo is Do without waiting: when another owner holds the lock it returns
 // ErrLocked at once and fn does not run. It suits jobs that any one worker
 // may do, where the others skip their turn.
 func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
-	if err := l.TryAcquire(ctx); err != nil {
+	h, err := l.run(ctx, false)
+	if err != nil {
 		return err
 	}
-	return l.runHeld(ctx, fn)
+	return l.runHeld(ctx, h, fn)
 }
 
-// runHeld runs fn under the hold just acquired, with a context cancelled on
-// loss, and releases the lock afterwards.
-func (l *Lock) runHeld(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+// runHeld runs fn under hold h, just acquired, with a context cancelled on
+// its loss, and releases h afterwards.
+func (l *Lock) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context) error) (err error) {
 	fctx, cancel := context.WithCancelCause(ctx)
-	done := l.Done()
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		select {
-		case <-done:
-			cancel(l.Err())
+		case <-h.done:
+			cancel(l.wrap(h.Err()))
 		case <-fctx.Done():
 		}
 	}()
 	defer func() {
 		cancel(context.Canceled)
 		<-watchDone
+		// A loss while fn ran is reported even when fn did not look.
+		if lossErr := h.Err(); errors.Is(lossErr, ErrLost) && !errors.Is(err, ErrLost) {
+			err = errors.Join(err, l.wrap(lossErr))
+		}
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer rcancel()
-		err = errors.Join(err, l.Release(rctx))
+		rerr := l.release(rctx, h)
+		if errors.Is(rerr, ErrNotAcquired) && errors.Is(err, ErrLost) && l.current() != h {
+			rerr = nil // h was lost and this Lock moved on: the loss says it all
+		}
+		err = errors.Join(err, rerr)
 	}()
 	return fn(fctx)
+}
+
+// current returns this Lock's current (or last) hold.
+func (l *Lock) current() *hold {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.hold
 }

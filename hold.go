@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -33,10 +34,12 @@ type hold struct {
 	sending bool        // a renewal has been sent and has not been answered
 	capped  bool        // renewal stopped at maxEnd
 
-	stop      chan struct{} // closed to stop the renewal goroutine; nil without one
-	stopOnce  sync.Once
-	renewDone chan struct{} // closed when the renewal goroutine has exited; nil without one
-	cleanup   runtime.Cleanup
+	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
+	stopCtx    context.Context    // the renewal's calls run on it; cancelled with stop
+	cancelCall context.CancelFunc // cancels stopCtx
+	stopOnce   sync.Once
+	renewDone  chan struct{} // closed when the renewal goroutine has exited; nil without one
+	cleanup    runtime.Cleanup
 }
 
 // newHold starts a hold whose acquire was sent at sent. The local validity
@@ -89,6 +92,14 @@ func (h *hold) ended() bool {
 	default:
 		return false
 	}
+}
+
+// valid reports whether the hold has not ended and its local validity
+// deadline has not passed: until then the key cannot have expired.
+func (h *hold) valid() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err == nil && (h.expires.IsZero() || time.Now().Before(h.expires))
 }
 
 // Err returns why the hold ended, nil while it lasts.

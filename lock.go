@@ -149,31 +149,34 @@ func (l *Lock) Key() string { return l.keys[0] }
 // On success a new hold starts: Done returns a fresh open channel, and with
 // WithAutoRenewal the renewal goroutine runs until Release or loss.
 func (l *Lock) Acquire(ctx context.Context) error {
-	return l.run(ctx, true)
+	_, err := l.run(ctx, true)
+	return err
 }
 
 // TryAcquire takes the lock if it is free, in one round trip, without
 // waiting. It returns ErrLocked when another owner holds it; its other
 // errors are Acquire's.
 func (l *Lock) TryAcquire(ctx context.Context) error {
-	return l.run(ctx, false)
+	_, err := l.run(ctx, false)
+	return err
 }
 
-// run moves the local state to acquiring, acquires, and starts the hold.
-// A hold that was lost counts as over: its Lock may acquire again without
-// a Release first.
-func (l *Lock) run(ctx context.Context, blocking bool) error {
+// run moves the local state to acquiring, acquires, and starts the hold,
+// which it returns. A hold that was lost counts as over: its Lock may
+// acquire again without a Release first.
+func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	l.mu.Lock()
 	prev := l.hold
 	if l.state == stateAcquiring || l.state == stateReleasing || (l.state == stateHeld && !prev.ended()) {
 		l.mu.Unlock()
-		return l.wrap(ErrAlreadyAcquired)
+		return nil, l.wrap(ErrAlreadyAcquired)
 	}
 	l.state = stateAcquiring
 	l.mu.Unlock()
 	if prev != nil {
-		prev.retire() // a lost hold's goroutine is exiting; wait for it
+		prev.retire(ctx) // a lost hold's goroutine is exiting
 	}
+	// A giveback still running could release what we are about to take.
 	l.cleanups.Wait()
 
 	sent, token, err := l.acquire(ctx, blocking)
@@ -198,48 +201,83 @@ func (l *Lock) run(ctx context.Context, blocking bool) error {
 	if err == nil {
 		l.state, l.hold = stateHeld, h
 	} else {
-		l.state = stateIdle
+		l.state, h = stateIdle, nil
 	}
 	l.mu.Unlock()
-	return err
+	return h, err
 }
 
 // Release deletes the lock key if it holds this Lock's id and wakes one
 // waiter. It works from any Lock with the same name and id, not only the
 // one that acquired. It returns ErrNotAcquired, changing nothing, when the
-// key is missing or holds another id (the lock expired or was reset). After
-// Release returns, whatever its result, this Lock may Acquire again.
+// key holds another id, or is missing while this Lock has no hold that
+// vouches for it (the lock expired, was reset, or was never taken). When
+// another goroutine is acquiring or releasing on this Lock at the same
+// time, Release returns ErrNotAcquired without sending anything: the
+// acquisition under way is not the caller's to release. After Release
+// returns, whatever its result, this Lock may Acquire again.
 //
-// Release first stops this Lock's auto-renewal and waits for its goroutine
-// to exit; then Done is closed and Err returns ErrReleased (or, if the key
-// was no longer ours, the loss).
+// A release whose reply was lost is retried by go-redis, and the retry
+// finds the key gone. So a missing key counts as released when this Lock's
+// hold had not ended, and its local deadline (see Done) had not passed,
+// when the release was sent: until then the key cannot have expired. A
+// Reset in the same window, not yet noticed, is then reported as a release
+// too.
+//
+// Release first stops this Lock's auto-renewal (cancelling a renewal in
+// flight) and, after the release, waits for its goroutine to exit, as long
+// as ctx allows; then Done is closed and Err returns ErrReleased (or, if
+// the key was no longer ours, the loss).
 func (l *Lock) Release(ctx context.Context) error {
+	return l.release(ctx, nil)
+}
+
+// release is Release of the hold want, or of whatever this Lock holds when
+// want is nil. For a want that is no longer this Lock's current hold (it
+// was lost and the Lock acquired again), or is being released, it sends
+// nothing and returns ErrNotAcquired.
+func (l *Lock) release(ctx context.Context, want *hold) error {
 	l.mu.Lock()
 	var h *hold
-	if l.state == stateHeld {
+	busy := l.state == stateAcquiring || l.state == stateReleasing
+	if l.state == stateHeld && (want == nil || l.hold == want) {
 		l.state, h = stateReleasing, l.hold
 	}
 	l.mu.Unlock()
+	if busy || (want != nil && h == nil) {
+		return l.wrap(ErrNotAcquired)
+	}
 	l.cleanups.Wait()
 	if h != nil {
-		h.retire()
+		// Stop renewing before the release is sent: a renewal that
+		// answers after it must not be read as a loss. One still in
+		// flight is harmless: an extend never recreates a key.
+		h.signalStop()
 		defer func() {
+			h.retire(ctx)
 			l.mu.Lock()
 			l.state = stateIdle
 			l.mu.Unlock()
 		}()
 	}
 
+	vouched := h != nil && h.valid()
 	n, err := runPrepared(ctx, l.client, l.releaseCmd, releaseScript, l.keys, l.releaseArgs).Int64()
+	var reason error
 	switch {
 	case err != nil:
 		err = fmt.Errorf("release: %w", err)
-	case n != 0:
-		err = ErrNotAcquired
+	case n == releaseMissing && vouched:
+		// Our own release ran, and its reply was lost: go-redis's retry
+		// found the key gone.
+	case n == releaseMissing:
+		err, reason = ErrNotAcquired, ErrExpired
+	case n != releaseDone:
+		err, reason = ErrNotAcquired, ErrTakenOver
 	}
 	if h != nil {
-		if errors.Is(err, ErrNotAcquired) {
-			h.end(lost(ErrExpired))
+		if reason != nil {
+			h.end(lost(reason))
 		} else {
 			h.end(ErrReleased)
 		}
@@ -249,6 +287,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Replies of the release script.
+const (
+	releaseDone    = 0 // deleted our key and pushed the signal
+	releaseMissing = 1 // no key
+	releaseOther   = 2 // the key holds another id
+)
 
 // Extend sets the lock key's expire to d from now, if the key holds this
 // Lock's id; it works from any Lock with the same name and id. It returns

@@ -16,26 +16,69 @@ func (h *hold) startRenewal(sent time.Time) error {
 		return ErrAlreadyStarted
 	}
 	h.stop, h.renewDone = make(chan struct{}), make(chan struct{})
+	h.stopCtx, h.cancelCall = context.WithCancel(context.Background())
 	go h.renew(sent, h.stop)
 	return nil
 }
 
-// retire stops the hold's renewal, waits for it, and drops the GC cleanup
-// that would otherwise stop it: the Lock is done with this hold.
-func (h *hold) retire() {
-	h.stopRenewal()
+// retire stops the hold's renewal, drops the GC cleanup that would
+// otherwise stop it (the Lock is done with this hold), and waits for the
+// goroutine to exit, but no longer than ctx allows.
+//
+// Waiting is not needed for safety: once stopped, the goroutine acts on no
+// reply it gets, and an extend still in flight can only add time to a key
+// that holds this Lock's id, never recreate one. It only bounds how long a
+// renewal stuck on a dead connection outlives its hold.
+func (h *hold) retire(ctx context.Context) {
+	h.signalStop()
 	h.cleanup.Stop()
+	if done := h.renewalDone(); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // stopRenewal stops the renewal goroutine, if any, and waits for it to
 // exit. Safe to call more than once and from several goroutines.
 func (h *hold) stopRenewal() {
+	h.signalStop()
+	if done := h.renewalDone(); done != nil {
+		<-done
+	}
+}
+
+// signalStop tells the renewal goroutine, if any, to stop, and cancels the
+// renewal it may have in flight. It does not wait. Safe to call more than
+// once and from several goroutines.
+func (h *hold) signalStop() {
 	h.mu.Lock()
-	stop, done := h.stop, h.renewDone
+	stop, cancel := h.stop, h.cancelCall
 	h.mu.Unlock()
 	if stop != nil {
-		h.stopOnce.Do(func() { close(stop) })
-		<-done
+		h.stopOnce.Do(func() {
+			close(stop)
+			cancel()
+		})
+	}
+}
+
+// renewalDone returns the channel closed when the renewal goroutine has
+// exited; nil without one.
+func (h *hold) renewalDone() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewDone
+}
+
+// stopped reports whether the renewal was told to stop.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -44,14 +87,11 @@ func (h *hold) stopRenewal() {
 // The key expires on its own.
 func abandon(h *hold) {
 	h.mu.Lock()
-	stop := h.stop
 	if h.timer != nil {
 		h.timer.Stop()
 	}
 	h.mu.Unlock()
-	if stop != nil {
-		h.stopOnce.Do(func() { close(stop) })
-	}
+	h.signalStop()
 }
 
 // renewal tuning
@@ -95,10 +135,15 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		budget := time.Until(h.expires)
 		h.sending = true
 		h.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), max(budget, minRetry))
+		ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
 		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
 		cancel()
+		if stopped(stop) {
+			// Release or a new Acquire stopped us while the call was in
+			// flight: its outcome is theirs to judge, not ours.
+			return
+		}
 		if err == nil && n == 0 && ackErr != nil {
 			err = ackErr // extended on the master only: not a renewal we can count on
 		}

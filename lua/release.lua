@@ -6,10 +6,14 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  signal expire in milliseconds
 --
--- Returns 0 when released, 1 when the key is missing or holds another id
--- (nothing is changed then).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- Returns 0 when released; 1 when the key is missing, 2 when it holds
+-- another id (nothing is changed then).
+local holder = redis.call('GET', KEYS[1])
+if not holder then
   return 1
+end
+if holder ~= ARGV[1] then
+  return 2
 end
 redis.call('DEL', KEYS[2])
 redis.call('LPUSH', KEYS[2], 1)
