@@ -24,9 +24,13 @@ const (
 	// re-checked now and then and a dead connection is noticed.
 	defaultMaxSlice = 2 * time.Second
 
-	// minSlice is the shortest BLPOP sent: never 0, which Redis reads as
-	// "block forever" and for which go-redis sets no read deadline.
-	minSlice = time.Millisecond
+	// minSlice is the shortest BLPOP sent. Never 0, which Redis reads as
+	// "block forever" and for which go-redis sets no read deadline; and not
+	// 1 ms either: Redis before 7.0.8 truncated float timeouts to whole
+	// milliseconds after a long-double multiply, which turns "0.001" into
+	// 0 (redis#11687), and a waiter would block forever. "0.002" cannot
+	// truncate below 1 ms.
+	minSlice = 2 * time.Millisecond
 
 	// cleanupTimeout bounds the giveback script run after a lost reply.
 	cleanupTimeout = 2 * time.Second
@@ -78,14 +82,18 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 			t.leave(l.expiresHint(res, terr))
 		}
 	}()
+	popped := false // the last BLPOP took a wake-up signal
 	for {
 		if terr != nil {
-			return sent, 0, l.fail(ctx, terr)
+			return sent, 0, l.fail(ctx, terr, popped)
 		}
 		switch res.status {
 		case statusAcquired:
 			return sent, res.token, nil
 		case statusOurs:
+			if popped {
+				l.giveBack(ctx) // the signal we took is not ours to keep
+			}
 			return sent, 0, l.wrap(ErrAlreadyAcquired)
 		}
 		if !blocking {
@@ -106,7 +114,7 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 			return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
 		sent = time.Now()
-		res, terr = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
+		res, popped, terr = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
 	}
 }
 
@@ -162,16 +170,18 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 }
 
 // waitAndTry sends BLPOP on the signal list for d and, in the same
-// pipeline, the next try-acquire.
+// pipeline, the next try-acquire. popped reports whether the BLPOP took a
+// wake-up signal: if the caller then ends without the lock, whatever the
+// try's result (an error reply such as OOM included), it must give the
+// signal back, or a waiter of another process may sleep on.
 //
 // With replica ack, WAIT follows in the same pipeline, on the master of the
 // lock key.
-func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, error) {
+func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResult, popped bool, err error) {
 	client := l.client
 	if l.ack.on() {
-		var err error
 		if client, err = node(ctx, l.client, l.keys[0]); err != nil {
-			return acquireResult{}, err
+			return acquireResult{}, false, err
 		}
 	}
 	pipe := client.Pipeline()
@@ -187,29 +197,35 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (acquireResult, 
 	if waitCmd != nil {
 		ackErr = l.ack.check(waitCmd)
 	}
-	res, err := l.acked(ctx, tryCmd, ackErr)
+	popped = popCmd.Err() == nil
+	res, err = l.acked(ctx, tryCmd, ackErr)
 	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && err == nil {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
 		if res.status == statusBusy {
-			return res, fmt.Errorf("wait on %q: %w", l.keys[1], perr)
+			return res, popped, fmt.Errorf("wait on %q: %w", l.keys[1], perr)
 		}
 	}
 	if isNoScript(err) {
 		// Redis's script cache was empty (a restart, SCRIPT FLUSH): the
 		// BLPOP has run; try again with EVAL, which also reloads it.
-		return l.try(ctx)
+		res, err = l.try(ctx)
 	}
-	return res, err
+	return res, popped, err
 }
 
 // fail turns an error from an acquire attempt into Acquire's result. When
 // the error is not a reply from Redis (a broken connection, an ended
 // context) the attempt may have run without our hearing of it: it may hold
 // the lock for us, or a wake-up signal may have been consumed on our
-// behalf. The giveback script, on a context of its own, undoes both.
-func (l *Lock) fail(ctx context.Context, err error) error {
-	if !isReply(err) && !errors.Is(err, ErrNotReplicated) {
+// behalf. When popped, the BLPOP took a signal and the try failed, even
+// with a reply (OOM under noeviction, say). The giveback script, on a
+// context of its own, undoes both. It runs even under OOM: its first
+// write is a DEL, after which Redis lets a script's writes through. With
+// ErrNotReplicated the acquire already released what it took, waking the
+// next waiter.
+func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
+	if (popped || !isReply(err)) && !errors.Is(err, ErrNotReplicated) {
 		l.giveBack(ctx)
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -243,8 +259,10 @@ func (l *Lock) ownFlag() string {
 	return "0"
 }
 
-// formatSeconds renders d as the float seconds BLPOP takes, to the
-// millisecond (go-redis's BLPop helper would round it up to whole seconds).
+// formatSeconds renders d as the float seconds BLPOP takes, rounded up to
+// the millisecond and never below minSlice (go-redis's BLPop helper would
+// round it up to whole seconds).
 func formatSeconds(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+	ms := int64(max(d, minSlice)+time.Millisecond-1) / int64(time.Millisecond)
+	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
 }
