@@ -1,0 +1,155 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// warmLock returns a Lock on c whose scripts are all cached in Redis (so a
+// dropped reply drops the reply of a command that ran, not of a NOSCRIPT),
+// and holds it.
+func warmLock(t *testing.T, ctx context.Context, c *redis.Client, name string, opts ...redislock.Option) *redislock.Lock {
+	t.Helper()
+	l := mustNew(t, c, name, opts...)
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, ctx, l)
+	return l
+}
+
+// A release whose reply is lost is retried by go-redis; the retry finds the
+// key gone. While the hold is valid that can only be our own release, so
+// Release reports success, Err says released, and the sync.Locker adapter
+// does not panic. A key that another owner holds, or a hold already lost
+// before the release, still gets ErrNotAcquired (the checks that catch a
+// Release that would call every missing key released).
+func TestLostReleaseReplyIsARelease(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := clientVia(t, p)
+
+	l := warmLock(t, ctx, c, "job", redislock.WithExpire(time.Minute))
+	p.DropNextReply()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() with its reply lost = %v, want nil", err)
+	}
+	if !errors.Is(l.Err(), redislock.ErrReleased) || admin.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatalf("after the retried release Err() = %v, key exists %d; want ErrReleased and no key",
+			l.Err(), admin.Exists(ctx, l.Key()).Val())
+	}
+
+	// The same through Locker: Unlock must not panic.
+	l2 := warmLock(t, ctx, c, "job2", redislock.WithExpire(time.Minute))
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu := l2.Locker()
+	mu.Lock()
+	p.DropNextReply()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Unlock() with its reply lost panicked: %v", r)
+			}
+		}()
+		mu.Unlock()
+	}()
+
+	// Lock without expire: no local deadline, the key cannot expire.
+	l3 := warmLock(t, ctx, c, "job3")
+	p.DropNextReply()
+	if err := l3.Release(ctx); err != nil {
+		t.Fatalf("Release() without expire, reply lost = %v, want nil", err)
+	}
+
+	// Another owner's key: not ours, whatever the hold believes.
+	l4 := warmLock(t, ctx, c, "job4", redislock.WithExpire(time.Minute))
+	admin.Set(ctx, l4.Key(), "thief", time.Minute)
+	if err := l4.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) || !errors.Is(l4.Err(), redislock.ErrTakenOver) {
+		t.Fatalf("Release() of a taken key = %v (Err %v), want ErrNotAcquired and ErrTakenOver", err, l4.Err())
+	}
+	if admin.Get(ctx, l4.Key()).Val() != "thief" {
+		t.Fatal("Release() changed another owner's key")
+	}
+
+	// A hold that ran out on the local clock: the key's absence is a loss.
+	l5 := warmLock(t, ctx, c, "job5", redislock.WithExpire(100*time.Millisecond))
+	<-l5.Done()
+	admin.Del(ctx, l5.Key())
+	if err := l5.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Release() after the expire ran out = %v, want ErrNotAcquired", err)
+	}
+}
+
+// extendSent is a hook that closes sent when the first extend script (one
+// key, two arguments) goes out.
+type extendSent struct {
+	once sync.Once
+	sent chan struct{}
+}
+
+func (h *extendSent) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *extendSent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && len(args) == 6 {
+			h.once.Do(func() { close(h.sent) })
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *extendSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Release does not wait beyond its context for a renewal stuck on a dead
+// connection: stopping the renewal cancels its call, and the release does
+// not wait for it. (Before, a renewal stuck for its whole budget, 1.5 s
+// here, held Release up that long.) The new Acquire after it is not held up
+// either.
+func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	c := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	hook := &extendSent{sent: make(chan struct{})}
+	c.AddHook(hook)
+	l := mustNew(t, c, "job", redislock.WithExpire(4500*time.Millisecond), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, l)
+	p.Blackhole(true)
+	<-hook.sent // the renewal, 3 s in, goes into the blackhole with 1.5 s to live
+
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := l.Release(rctx)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Release() in a blackhole = %v, want DeadlineExceeded", err)
+	}
+	if took > 800*time.Millisecond {
+		t.Fatalf("Release() with a 200 ms context took %v: it waited for the stuck renewal", took)
+	}
+	actx, acancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer acancel()
+	start = time.Now()
+	if err := l.Acquire(actx); err == nil {
+		t.Fatal("Acquire() in a blackhole = nil")
+	}
+	if took := time.Since(start); took > 800*time.Millisecond {
+		t.Fatalf("Acquire() with a 200 ms context took %v", took)
+	}
+	p.Blackhole(false)
+}
