@@ -135,8 +135,9 @@ var (
 	// WithAutoRenewal, or with a duration shorter than the expire.
 	ErrInvalidMaxHold = invalid("max hold needs auto-renewal and must be at least the expire")
 
-	// ErrInvalidDuration is returned by Extend for a duration below one
-	// millisecond, with no Redis command sent.
+	// ErrInvalidDuration is returned by Extend for a negative duration, one
+	// below one millisecond, or 0 on a Lock without expire (0 means the
+	// Lock's own expire), with no Redis command sent.
 	ErrInvalidDuration = invalid("duration must be at least 1ms")
 )
 

@@ -33,6 +33,7 @@ type hold struct {
 	lastErr error       // the last renewal's Redis error, nil after a success
 	sending bool        // a renewal has been sent and has not been answered
 	capped  bool        // renewal stopped at maxEnd
+	until   time.Time   // the end of the last Extend; renewals keep the key at least that long
 
 	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
 	stopCtx    context.Context    // the renewal's calls run on it; cancelled with stop
@@ -129,6 +130,25 @@ func (h *hold) expireLocally() {
 		reason = ErrExpired
 	}
 	h.endLocked(lost(reason))
+}
+
+// extendedBy records a successful Extend of d sent at sent: renewals keep
+// the key at least until its end.
+func (h *hold) extendedBy(sent time.Time, d time.Duration) {
+	h.mu.Lock()
+	h.until = sent.Add(d)
+	h.mu.Unlock()
+	h.extended(sent, d)
+}
+
+// extendedUntil returns what is left of the last Extend, or 0.
+func (h *hold) extendedUntil() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.until.IsZero() {
+		return 0
+	}
+	return max(time.Until(h.until), 0)
 }
 
 // extended records a successful extend of d sent at sent.

@@ -296,16 +296,28 @@ const (
 )
 
 // Extend sets the lock key's expire to d from now, if the key holds this
-// Lock's id; it works from any Lock with the same name and id. It returns
-// ErrInvalidDuration for d below 1ms (nothing is sent), ErrNotAcquired when
-// the key is missing or holds another id, and ErrNotExpirable when the key
-// has no expire. In those cases the key is unchanged, and a missing key is
-// never recreated. With WithReplicaAck it returns ErrNotReplicated when the
-// new expire was set on the master but too few replicas acknowledged it in
+// Lock's id; it works from any Lock with the same name and id. A d of 0
+// means this Lock's own expire (WithExpire), as python-redis-lock's
+// extend() without an argument.
+//
+// It returns ErrInvalidDuration, with nothing sent, for a negative d, one
+// below 1ms, or 0 on a Lock without expire; ErrNotAcquired when the key is
+// missing or holds another id; and ErrNotExpirable when the key has no
+// expire. In those cases the key is unchanged, and a missing key is never
+// recreated. With WithReplicaAck it returns ErrNotReplicated when the new
+// expire was set on the master but too few replicas acknowledged it in
 // time; the lock is then still held, with its local deadline unchanged.
+//
 // A successful Extend of the hold this Lock acquired also moves its local
-// deadline (see Done).
+// deadline (see Done). Under WithAutoRenewal, renewals never shorten what
+// Extend set: each renews to the longer of the expire and what is left of
+// the Extend, so Extend(ctx, time.Hour) keeps the key alive for at least
+// the hour even if renewals then fail. An Extend shorter than the expire
+// lasts until the next renewal. WithMaxHold does not cap an Extend.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		d = l.expire
+	}
 	if d < time.Millisecond {
 		return l.wrap(ErrInvalidDuration)
 	}
@@ -317,11 +329,8 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		return l.wrap(ackErr)
 	}
 	if err == nil && n == 0 {
-		l.mu.Lock()
-		h := l.hold
-		l.mu.Unlock()
-		if h != nil {
-			h.extended(sent, d)
+		if h := l.current(); h != nil {
+			h.extendedBy(sent, d)
 		}
 	}
 	switch {

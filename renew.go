@@ -125,10 +125,13 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 				// The last renewal: the key dies at the max-hold cap.
 				d, last = rest, true
 			}
-			if d < time.Millisecond {
+			if d < time.Millisecond && h.extendedUntil() < time.Millisecond {
 				h.markCapped()
 				return // the key and the local deadline run out on their own
 			}
+		}
+		if rest := h.extendedUntil().Truncate(time.Millisecond); rest > d {
+			d = rest // never shorten what Extend set
 		}
 		sent := time.Now()
 		h.mu.Lock()

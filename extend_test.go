@@ -1,0 +1,118 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Extend(ctx, 0) resets the key to the Lock's own expire, as
+// python-redis-lock's extend() without an argument; on a Lock without
+// expire it is an argument error and sends nothing.
+func TestExtendZeroUsesOwnExpire(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		admin := b.client()
+		l := mustNew(t, b.client(), "job", redislock.WithExpire(10*time.Second))
+		mustAcquire(t, ctx, l)
+		admin.PExpire(ctx, l.Key(), time.Second)
+		if err := l.Extend(ctx, 0); err != nil {
+			t.Fatalf("Extend(0) = %v", err)
+		}
+		if pttl := admin.PTTL(ctx, l.Key()).Val(); pttl < 9*time.Second || pttl > 10*time.Second {
+			t.Fatalf("PTTL after Extend(0) = %v, want the Lock's own 10 s", pttl)
+		}
+
+		c := b.client()
+		var sent atomic.Int32
+		c.AddHook(countAll{&sent})
+		forever := mustNew(t, c, "forever")
+		for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+			if err := forever.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
+				t.Errorf("Extend(%v) without expire = %v, want ErrInvalidDuration", d, err)
+			}
+		}
+		if n := sent.Load(); n != 0 {
+			t.Fatalf("%d commands sent by refused Extends, want 0", n)
+		}
+	})
+}
+
+// countAll counts every command a client sends.
+type countAll struct{ n *atomic.Int32 }
+
+func (h countAll) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h countAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int32(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// extendCount counts extend scripts (one key, two arguments) sent.
+type extendCount struct{ n atomic.Int32 }
+
+func (h *extendCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *extendCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && len(cmd.Args()) == 6 {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+func (h *extendCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Under auto-renewal an Extend longer than the expire is kept: renewals
+// renew to what is left of it, never shorten it (before, the next renewal
+// cut a 3 s Extend back to the 300 ms expire). The hold's local deadline
+// follows, so the hold outlives the expire without a renewal.
+func TestRenewalKeepsLongerExtend(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client()
+	hook := &extendCount{}
+	c.AddHook(hook)
+	l := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, l)
+	if err := l.Extend(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for two renewals after the Extend.
+	deadline := time.Now().Add(5 * time.Second)
+	for hook.n.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d extends sent in 5 s, want the Extend and two renewals", hook.n.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pttl := admin.PTTL(ctx, l.Key()).Val(); pttl < time.Second {
+		t.Fatalf("PTTL after renewals = %v, want what is left of the 3 s Extend (above 1 s)", pttl)
+	}
+	select {
+	case <-l.Done():
+		t.Fatalf("hold ended: %v", l.Err())
+	default:
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
