@@ -64,6 +64,7 @@ func (r Report) OK() bool {
 //   - replicas with no WithReplicaAck among opts (Warning): a failover may
 //     promote a replica that never got a lock; fewer connected replicas
 //     than WithReplicaAck asks for (Problem): every acquire would fail;
+//   - a Redis older than MinRedisVersion (Problem);
 //   - no persistence (Info): a restart frees every lock;
 //   - what it could not read, for instance under an ACL without CONFIG
 //     (Warning).
@@ -135,6 +136,12 @@ func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack
 		add(Problem, "maxmemory-policy is %s: Redis may evict lock keys and let a second owner in; set noeviction", policy)
 	}
 
+	if server, err := node.Info(ctx, "server").Result(); err != nil {
+		add(Warning, "could not read INFO server (%v): make sure Redis is %s or later", err, MinRedisVersion)
+	} else if v := infoFields(server)["redis_version"]; !versionAtLeast(v, MinRedisVersion) {
+		add(Problem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
+	}
+
 	info, err := node.Info(ctx, "replication", "persistence").Result()
 	if err != nil {
 		add(Warning, "could not read INFO replication (%v): replicas and failover not checked", err)
@@ -156,6 +163,39 @@ func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack
 		}
 	}
 	return fs, nil
+}
+
+// MinRedisVersion is the oldest Redis the library works with: waiting
+// sends BLPOP with fractional timeouts, and List and ResetAll SCAN with
+// TYPE, both from Redis 6.0. (Redis before 7.0.8 read a BLPOP timeout
+// below 1 ms as "block forever", redis#11687; the library never sends
+// one.)
+const MinRedisVersion = "6.0.0"
+
+// versionAtLeast reports whether the dotted version v is at least min. An
+// unparsable v counts as new enough: forks and proxies report their own.
+func versionAtLeast(v, min string) bool {
+	parse := func(s string) (parts [3]int, ok bool) {
+		for i, f := range strings.SplitN(s, ".", 3) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return parts, false
+			}
+			parts[i] = n
+		}
+		return parts, true
+	}
+	have, ok := parse(v)
+	want, _ := parse(min)
+	if !ok {
+		return true
+	}
+	for i := range have {
+		if have[i] != want[i] {
+			return have[i] > want[i]
+		}
+	}
+	return true
 }
 
 // configGet returns one CONFIG GET value.

@@ -1,0 +1,75 @@
+package redislock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// fakeVersion rewrites the redis_version field of INFO replies, to show
+// Check a server of another version.
+type fakeVersion struct{ version string }
+
+func (h fakeVersion) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h fakeVersion) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if sc, ok := cmd.(*redis.StringCmd); ok && strings.EqualFold(cmd.Name(), "info") && err == nil {
+			var lines []string
+			for _, line := range strings.Split(sc.Val(), "\n") {
+				if strings.HasPrefix(line, "redis_version:") {
+					line = "redis_version:" + h.version + "\r"
+				}
+				lines = append(lines, line)
+			}
+			sc.SetVal(strings.Join(lines, "\n"))
+		}
+		return err
+	}
+}
+func (h fakeVersion) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Check reports a Redis older than the minimum (5.0 cannot serve waiting
+// acquires, List or ResetAll) as a problem, and accepts the minimum and
+// newer ones.
+func TestCheckServerVersion(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		version string
+		ok      bool
+	}{
+		{"", true}, // the real server's own
+		{"5.0.14", false},
+		{"4.0.9", false},
+		{"6.0.0", true},
+		{"6.2.14", true},
+		{"7.0.7", true},
+		{"10.0.1", true},
+	} {
+		c := s.Client()
+		if tc.version != "" {
+			c.AddHook(fakeVersion{tc.version})
+		}
+		r, err := redislock.Check(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK() != tc.ok {
+			t.Errorf("Check() of Redis %q = %v, want OK %v", tc.version, r, tc.ok)
+		}
+		if !tc.ok && !strings.Contains(r[0].Message, tc.version) {
+			t.Errorf("Check() of Redis %q: first finding %q does not name the version", tc.version, r[0])
+		}
+	}
+	if redislock.MinRedisVersion != "6.0.0" {
+		t.Fatalf("MinRedisVersion = %q; README states 6.0", redislock.MinRedisVersion)
+	}
+}
