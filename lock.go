@@ -77,7 +77,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
 	}
 	if name == "" {
-		return nil, ErrInvalidName
+		return nil, fmt.Errorf("lock %q: %w", name, ErrInvalidName)
 	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
@@ -143,8 +143,12 @@ func (l *Lock) Key() string { return l.keys[0] }
 // errors.Is, and the lock was not taken. It returns ErrAlreadyAcquired,
 // without sending anything, if this Lock holds the lock or is acquiring it
 // in another goroutine, and ErrAlreadyAcquired too if the key already holds
-// this Lock's caller-given id (WithID). A Redis error is returned wrapped;
-// the lock is then not held (an attempt whose reply was lost is undone).
+// this Lock's caller-given id (WithID). A Redis error is returned wrapped,
+// and the lock is then not held by this Lock. An attempt whose reply was
+// lost is undone when the Lock has its own random id; with WithID it
+// cannot be told from another Lock's hold of the same id, so the key may
+// stay held under that id until it expires or one of those Locks releases
+// it (see WithID).
 //
 // On success a new hold starts: Done returns a fresh open channel, and with
 // WithAutoRenewal the renewal goroutine runs until Release or loss.

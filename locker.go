@@ -16,8 +16,11 @@ import (
 // Lock blocks until the lock is held, with no deadline; it retries Redis
 // errors with backoff (10 ms doubling to 1 s) and never returns without the
 // lock. Unlock releases it, retrying Redis errors until the hold's expire
-// runs out; it panics, like sync.Mutex's Unlock of an unlocked mutex, when
-// the lock is no longer held (lost, reset, expired, or never locked).
+// runs out. It panics when the lock is no longer held (lost, reset,
+// expired, or never locked) and when the release keeps failing; where
+// sync.Mutex's Unlock of an unlocked mutex throws an unrecoverable fatal
+// error, this panic can be recovered. A release whose reply was lost, and
+// that go-redis retried, counts as done (see Release).
 //
 // A sync.Locker cannot say that the lock was lost while held: the code
 // between Lock and Unlock runs on regardless. Prefer Do, whose function's

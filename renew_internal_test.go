@@ -52,5 +52,13 @@ func TestErrorMessagesNameTheLock(t *testing.T) {
 	if _, err := New(c, "reports", WithExpire(-1)); err == nil || !strings.Contains(err.Error(), `lock "reports"`) {
 		t.Fatalf("New() error %q does not name the lock", err)
 	}
+	// Every error of New is wrapped with the name, as documented, even the
+	// empty one's.
+	if _, err := New(c, ""); err == nil || !errors.Is(err, ErrInvalidName) || !strings.HasPrefix(err.Error(), `lock "": `) {
+		t.Fatalf("New(\"\") error %q, want ErrInvalidName wrapped with the (empty) name", err)
+	}
+	if _, err := New(nil, "reports"); err == nil || !strings.HasPrefix(err.Error(), `lock "reports": `) {
+		t.Fatalf("New(nil) error %q does not name the lock", err)
+	}
 	l.Release(t.Context())
 }
