@@ -493,10 +493,14 @@ func TestBadInput(t *testing.T) {
 
 	ctx := ctxT(t)
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
-	for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
 		if err := l.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
 			t.Errorf("Extend(%v) = %v, want ErrInvalidDuration", d, err)
 		}
+	}
+	// 0 means the Lock's own expire; without one there is nothing to use.
+	if err := mustNew(t, c, "job").Extend(ctx, 0); !errors.Is(err, redislock.ErrInvalidDuration) {
+		t.Errorf("Extend(0) without expire = %v, want ErrInvalidDuration", err)
 	}
 	if _, err := redislock.ResetAll(ctx, nil); !errors.Is(err, redislock.ErrNilClient) {
 		t.Errorf("ResetAll(nil) = %v, want ErrNilClient", err)
