@@ -13,8 +13,8 @@
 // back, Locked and OwnerID say whether and by whom it is held, Reset and
 // ResetAll force locks free.
 //
-// Do runs a function under the lock with a context that is cancelled the
-// moment the lock is lost, and releases it afterwards:
+// Do runs a function under the lock with a context that is cancelled when
+// the loss of the lock is noticed (see below), and releases it afterwards:
 //
 //	err := l.Do(ctx, func(ctx context.Context) error {
 //		return job(ctx) // ctx is cancelled, cause ErrLost, if the lock is lost
@@ -32,7 +32,9 @@
 // someone else's, or no renewal succeeds before the deadline, or (without
 // renewal) the deadline passes, the hold is lost: Done closes, Err returns
 // ErrLost with the reason, nothing is renewed again and the key is never
-// recreated.
+// recreated. A loss is noticed by the next renewal or when the local deadline
+// passes, not sooner: a Reset or a takeover between two renewals goes
+// unseen until then.
 //
 // # Protocol
 //

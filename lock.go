@@ -69,9 +69,11 @@ const (
 //
 // client may be a *redis.Client (single node or Sentinel failover), a
 // *redis.ClusterClient or any redis.UniversalClient. For a context
-// deadline or cancellation to interrupt a blocking wait at once, create the
-// client with ContextTimeoutEnabled; without it a waiter notices its
-// context at the end of the current wait slice (at most two seconds).
+// deadline to interrupt a blocking wait at once, create the client with
+// ContextTimeoutEnabled; without it the wait slices are cut to the
+// deadline. A cancellation without a deadline is not seen by go-redis
+// while it reads: a waiter notices it at the end of the current wait slice
+// (at most two seconds).
 func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
