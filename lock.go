@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +33,6 @@ type Lock struct {
 	acquireArgs []any    // its ARGV, made once: no boxing on the hot path
 	releaseArgs []any    // ARGV of the release script
 	acquireCmd  []any    // the whole EVALSHA command of acquire, made once
-	releaseCmd  []any    // the whole EVALSHA command of release, made once
 	id          string
 	autoID      bool // id is this Lock's own random id, in no other Lock
 
@@ -122,7 +122,6 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	l.acquireArgs = []any{l.id, l.expireMS, l.ownFlag()}
 	l.releaseArgs = []any{l.id, l.signalExpireMS}
 	l.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, l.acquireArgs)
-	l.releaseCmd = evalShaCmd(releaseScript, l.keys, l.releaseArgs)
 	return l, nil
 }
 
@@ -224,11 +223,12 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 // returns, whatever its result, this Lock may Acquire again.
 //
 // A release whose reply was lost is retried by go-redis, and the retry
-// finds the key gone. So a missing key counts as released when this Lock's
-// hold had not ended, and its local deadline (see Done) had not passed,
-// when the release was sent: until then the key cannot have expired. A
-// Reset in the same window, not yet noticed, is then reported as a release
-// too.
+// finds the key gone. So a missing key counts as released when go-redis
+// had to send the release more than once and this Lock's hold had not
+// ended, nor its local deadline (see Done) passed, when it was sent: until
+// then the key cannot have expired, so it was our own first attempt that
+// deleted it. Without a retry, a missing key is ErrNotAcquired (a Reset,
+// say).
 //
 // Release first stops this Lock's auto-renewal (cancelling a renewal in
 // flight) and, after the release, waits for its goroutine to exit, as long
@@ -268,12 +268,12 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	}
 
 	vouched := h != nil && h.valid()
-	n, err := runPrepared(ctx, l.client, l.releaseCmd, releaseScript, l.keys, l.releaseArgs).Int64()
+	n, retried, err := l.sendRelease(ctx)
 	var reason error
 	switch {
 	case err != nil:
 		err = fmt.Errorf("release: %w", err)
-	case n == releaseMissing && vouched:
+	case n == releaseMissing && retried && vouched:
 		// Our own release ran, and its reply was lost: go-redis's retry
 		// found the key gone.
 	case n == releaseMissing:
@@ -292,6 +292,33 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 		return l.wrap(err)
 	}
 	return nil
+}
+
+// sendRelease runs the release script and reports whether go-redis sent it
+// more than once (a retry after a lost reply: an earlier attempt may have
+// run).
+func (l *Lock) sendRelease(ctx context.Context) (n int64, retried bool, err error) {
+	id := &countedArg{s: l.id}
+	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], id, l.signalExpireMS).Int64()
+	if isNoScript(err) {
+		// Not cached: EVAL caches it. The EVALSHA ran nothing.
+		id = &countedArg{s: l.id}
+		n, err = releaseScript.Eval(ctx, l.client, l.keys, id, l.signalExpireMS).Int64()
+	}
+	return n, id.sends.Load() > 1, err
+}
+
+// countedArg is a command argument that counts how often go-redis writes
+// it to a connection (go-redis encodes an encoding.BinaryMarshaler on every
+// write): more than once means the command was retried.
+type countedArg struct {
+	s     string
+	sends atomic.Int32
+}
+
+func (a *countedArg) MarshalBinary() ([]byte, error) {
+	a.sends.Add(1)
+	return []byte(a.s), nil
 }
 
 // Replies of the release script.

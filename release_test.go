@@ -85,6 +85,16 @@ func TestLostReleaseReplyIsARelease(t *testing.T) {
 		t.Fatal("Release() changed another owner's key")
 	}
 
+	// A Reset while the hold is valid, and no retry: the missing key is a
+	// loss, not a release.
+	l6 := warmLock(t, ctx, c, "job6", redislock.WithExpire(time.Minute))
+	if err := l6.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l6.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) || !errors.Is(l6.Err(), redislock.ErrExpired) {
+		t.Fatalf("Release() after Reset = %v (Err %v), want ErrNotAcquired and ErrExpired", err, l6.Err())
+	}
+
 	// A hold that ran out on the local clock: the key's absence is a loss.
 	l5 := warmLock(t, ctx, c, "job5", redislock.WithExpire(100*time.Millisecond))
 	<-l5.Done()
