@@ -93,6 +93,7 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 			if woken && time.Since(start) > 2*time.Second {
 				t.Fatalf("python waiter woken only after %v", time.Since(start))
 			}
+			t.Logf("python waiter's BLPOP returned %v, %v after the Go waiter's OOM", err, time.Since(start))
 		})
 	}
 }
