@@ -121,7 +121,6 @@ func freePort() (int, error) {
 // start runs the process and waits until it answers PING.
 func (s *Server) start() error {
 	cmd := exec.Command(s.bin, s.args...)
-	tieToTest(cmd)
 	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
 	if err != nil {
 		return err
