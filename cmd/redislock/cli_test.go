@@ -354,16 +354,32 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"run", "--redis", url, "--", "true"}, exitUsage, "exactly one lock NAME"},
 		{[]string{"run", "--redis", url, "a", "b", "--", "true"}, exitUsage, "exactly one lock NAME"},
 		{[]string{"run", "--redis", url, "job", "--"}, exitUsage, "missing --"},
-		{[]string{"run", "--redis", url, "--expire", "0", "job", "--", "true"}, exitUsage, "auto-renewal needs an expire"},
-		{[]string{"run", "--redis", url, "--id", "", "job", "--", "true"}, exitUsage, "empty owner id"},
-		{[]string{"run", "--redis", url, "--prefix", "", "job", "--", "true"}, exitUsage, "empty key prefix"},
+		{[]string{"run", "--redis", url, "--expire", "0", "job", "--", "true"}, exitUsage, "--expire must be at least 1ms"},
+		{[]string{"run", "--redis", url, "--expire", "500us", "job", "--", "true"}, exitUsage, "--expire must be at least 1ms"},
+		{[]string{"run", "--redis", url, "--expire", "-1s", "job", "--", "true"}, exitUsage, "--expire must be at least 1ms"},
+		{[]string{"run", "--redis", url, "--max-hold", "1s", "job", "--", "true"}, exitUsage, "--max-hold must be 0 (no limit) or at least --expire (30s)"},
+		{[]string{"run", "--redis", url, "--max-hold", "-1s", "job", "--", "true"}, exitUsage, "--max-hold must be 0"},
+		{[]string{"run", "--redis", url, "--wait", "-1s", "job", "--", "true"}, exitUsage, "--wait must not be negative"},
+		{[]string{"run", "--redis", url, "--kill-after", "-1s", "job", "--", "true"}, exitUsage, "--kill-after must not be negative"},
+		{[]string{"run", "--redis", url, "--release-timeout", "0", "job", "--", "true"}, exitUsage, "--release-timeout must be more than 0"},
+		{[]string{"run", "--redis", url, "--id", "", "job", "--", "true"}, exitUsage, "--id must not be empty"},
+		{[]string{"run", "--redis", url, "--prefix", "", "job", "--", "true"}, exitUsage, "--prefix must not be empty"},
+		{[]string{"run", "--redis", url, "", "--", "true"}, exitUsage, "lock NAME must not be empty"},
+		{[]string{"run", "--cluster", "127.0.0.1:1", "a}b", "--", "true"}, exitUsage, "with --cluster, lock NAME must not contain '}'"},
+		{[]string{"run", "--cluster", "127.0.0.1:1", "--prefix", "{p}", "job", "--", "true"}, exitUsage, "with --cluster, --prefix must not contain"},
 		{[]string{"run", "--redis", url, "-n", "-w", "1s", "job", "--", "true"}, exitUsage, "exclude each other"},
 		{[]string{"run", "--redis", url, "-E", "300", "job", "--", "true"}, exitUsage, "--conflict-exit-code"},
 		{[]string{"run", "--redis", url, "--bogus", "job", "--", "true"}, exitUsage, "flag provided but not defined"},
 		{[]string{"run", "--redis", "http://x", "job", "--", "true"}, exitUsage, "bad --redis URL"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:1/0", "job", "--", "true"}, exitFail, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"status", "--redis", url}, exitUsage, "want 1 arguments"},
-		{[]string{"status", "--redis", url, ""}, exitUsage, "empty lock name"},
+		{[]string{"status", "--redis", url, ""}, exitUsage, "lock NAME must not be empty"},
+		{[]string{"status", "--redis", url, "--prefix", "", "job"}, exitUsage, "--prefix must not be empty"},
+		{[]string{"reset", "--redis", url, ""}, exitUsage, "lock NAME must not be empty"},
+		{[]string{"reset-all", "--redis", url, "--prefix", "", "--yes"}, exitUsage, "--prefix must not be empty"},
+		{[]string{"list", "--cluster", "127.0.0.1:1", "--prefix", "a{"}, exitUsage, "with --cluster, --prefix must not contain"},
+		{[]string{"check", "--redis", url, "--replica-ack", "-1"}, exitUsage, "--replica-ack must not be negative"},
+		{[]string{"check", "--redis", url, "--replica-ack", "1", "--replica-ack-timeout", "0"}, exitUsage, "--replica-ack-timeout must be at least 1ms"},
 		{[]string{"status", "--redis", "redis://127.0.0.1:1/0", "job"}, exitFail, "cannot reach Redis"},
 		{[]string{"list", "--redis", url, "a", "b"}, exitUsage, "want 0 to 1 arguments"},
 		{[]string{"reset", "--redis", url}, exitUsage, "want 1 arguments"},
@@ -381,6 +397,11 @@ func TestCLIErrors(t *testing.T) {
 			}
 			if tt.wantCode == exitFail && strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 				t.Fatalf("more than one line on stderr:\n%s", errOut)
+			}
+			// The command line speaks of its flags, not of the library's
+			// options.
+			if strings.Contains(errOut, "invalid argument") {
+				t.Fatalf("stderr %q speaks the library's words", errOut)
 			}
 		})
 	}

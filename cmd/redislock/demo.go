@@ -114,7 +114,7 @@ func demoRedis(url string) (opts *redis.Options, where string, cleanup func(), e
 	if url != "" {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("bad --redis URL: %w", err)
+			return nil, "", nil, badURL(url)
 		}
 		return opts, opts.Addr, func() {}, nil
 	}
@@ -287,12 +287,8 @@ func increment(ctx context.Context, c *redis.Client, key string, hold time.Durat
 // showProgress prints done/total to w while the workers run: in place on a
 // terminal, a line a second otherwise. The returned func stops it.
 func showProgress(w io.Writer, done *atomic.Int64, total int64) func() {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	f, ok := w.(*os.File)
+	tty := ok && isTerminal(f)
 	every := time.Second
 	if tty {
 		every = 100 * time.Millisecond

@@ -41,7 +41,8 @@ Usage:
 
 Connection flags (every command but demo and version):
   --redis URL      redis://[user:pass@]host:port/db, rediss:// (TLS), unix:///path
-                   (default: $REDIS_URL, else redis://127.0.0.1:6379/0)
+                   (default: $REDIS_URL, else redis://127.0.0.1:6379/0); the
+                   password is never printed, in help or in errors
   --cluster ADDRS  comma-separated seed addresses of a Redis Cluster
   --prefix P       lock key prefix (default "lock:", python-redis-lock's)
 
@@ -171,14 +172,41 @@ type connFlags struct {
 	prefix   string
 }
 
+// defaultRedisURL is --redis's default when $REDIS_URL is unset or empty.
+const defaultRedisURL = "redis://127.0.0.1:6379/0"
+
 func (c *connFlags) register(fs *flag.FlagSet) {
 	def := os.Getenv("REDIS_URL")
 	if def == "" {
-		def = "redis://127.0.0.1:6379/0"
+		def = defaultRedisURL
 	}
-	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS) or unix://")
+	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS) or unix://; $REDIS_URL when set (its password shown as xxxxx)")
+	// The help shows the default, which may come from $REDIS_URL, without
+	// its password.
+	fs.Lookup("redis").DefValue = redactURL(def)
 	fs.StringVar(&c.cluster, "cluster", "", "comma-separated seed addresses of a Redis Cluster (instead of --redis)")
 	fs.StringVar(&c.prefix, "prefix", redislock.DefaultKeyPrefix, "lock key prefix")
+}
+
+// validate checks the flags, and the lock names the command will use,
+// before anything is sent: the error is one line in the command line's
+// terms.
+func (c *connFlags) validate(names ...string) error {
+	if c.prefix == "" {
+		return errors.New("--prefix must not be empty")
+	}
+	if c.cluster != "" && strings.ContainsAny(c.prefix, "{}") {
+		return errors.New("with --cluster, --prefix must not contain '{' or '}' (the keys carry the lock name as a hash tag)")
+	}
+	for _, name := range names {
+		switch {
+		case name == "":
+			return errors.New("lock NAME must not be empty")
+		case c.cluster != "" && strings.Contains(name, "}"):
+			return fmt.Errorf("with --cluster, lock NAME must not contain '}' (the keys carry it as a hash tag): %q", name)
+		}
+	}
+	return nil
 }
 
 // client returns a client for the flags, without any I/O. The error is one
@@ -193,7 +221,7 @@ func (c *connFlags) client() (redis.UniversalClient, string, error) {
 	}
 	opts, err := redis.ParseURL(c.redisURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("bad --redis URL %q: %v", c.redisURL, err)
+		return nil, "", badURL(c.redisURL)
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.MaxRetries = 1

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
 )
@@ -19,14 +20,31 @@ const runHelp = `Usage: redislock run [flags] NAME -- COMMAND [ARGS...]
 Takes the lock NAME (waiting for it unless --no-wait), runs COMMAND while
 keeping the lock renewed, releases it when COMMAND exits and exits with
 COMMAND's exit code. Like flock(1), across every host that uses the same
-Redis; compatible with python-redis-lock's lock:NAME keys.
+Redis; compatible with python-redis-lock's lock:NAME keys. The lock's key
+lives for --expire and is renewed every 2/3 of it.
 
 COMMAND runs in a process group of its own. SIGINT, SIGTERM and SIGHUP sent
 to redislock are passed on to that group, and the lock is released once
 COMMAND has exited. If the lock is lost while COMMAND runs (its key was
 deleted or taken, or Redis could not be reached before the expire ran out),
 the group gets SIGTERM, then SIGKILL after --kill-after, and redislock exits
-with code 69.
+with code 69. A signal that arrives before COMMAND starts ends redislock
+(exit 128+N) without starting COMMAND, and releases the lock if it was
+already taken.
+
+From a terminal (standard input is redislock's controlling terminal),
+COMMAND's group gets the terminal whenever redislock's group has it, so
+that COMMAND can read it and Ctrl-C and Ctrl-\ reach COMMAND (and not
+redislock); redislock takes the terminal back when COMMAND exits. Ctrl-Z stops COMMAND and redislock
+together, as one job that fg and bg resume; the lock is not renewed while
+redislock is stopped, so a stop longer than --expire loses the lock and
+COMMAND is terminated once resumed. Where no job-control shell could resume
+redislock, Ctrl-Z does not stop it and COMMAND is resumed at once.
+
+If redislock is killed without a chance to clean up (kill -9, the OOM
+killer), the kernel kills COMMAND with SIGKILL at once (Linux only), so it
+does not go on without the lock; processes COMMAND started live on unless
+COMMAND's death ends them. The lock key then expires after at most --expire.
 
 Exit codes:
   COMMAND's    when COMMAND ran and the lock held throughout (128+N if it
@@ -34,7 +52,10 @@ Exit codes:
   75           the lock is busy: with --no-wait, or --wait ran out
                (change it with --conflict-exit-code)
   69           the lock was lost while COMMAND ran
-  1            Redis unreachable, a Redis error, interrupted while waiting
+  128+N        signal N (SIGHUP 129, SIGINT 130, SIGTERM 143) arrived before
+               COMMAND started; COMMAND did not run, and a lock already
+               taken was released
+  1            Redis unreachable, a Redis error
   2            bad flags or arguments (nothing was sent to Redis)
   126, 127     COMMAND could not be run, or was not found
 
@@ -45,31 +66,60 @@ Examples:
   redislock run --wait 10m --max-hold 1h reindex -- ./reindex.sh --full
 `
 
+// runFlags are run's own flags.
+type runFlags struct {
+	noWait     bool
+	wait       time.Duration
+	expire     time.Duration
+	maxHold    time.Duration
+	id         string
+	busyCode   int
+	killAfter  time.Duration
+	relTimeout time.Duration
+}
+
+// validate checks the flags in the command line's terms, before anything
+// is sent; idGiven tells whether --id was on the command line.
+func (f *runFlags) validate(idGiven bool) error {
+	switch {
+	case f.noWait && f.wait != 0:
+		return errors.New("--no-wait and --wait exclude each other")
+	case f.wait < 0:
+		return errors.New("--wait must not be negative")
+	case f.expire < time.Millisecond:
+		return errors.New("--expire must be at least 1ms (the lock is renewed while COMMAND runs, so it needs an expire)")
+	case f.maxHold < 0 || (f.maxHold != 0 && f.maxHold < f.expire):
+		return fmt.Errorf("--max-hold must be 0 (no limit) or at least --expire (%v)", f.expire)
+	case idGiven && f.id == "":
+		return errors.New("--id must not be empty")
+	case f.busyCode < 0 || f.busyCode > 255:
+		return errors.New("--conflict-exit-code must be between 0 and 255")
+	case f.killAfter < 0:
+		return errors.New("--kill-after must not be negative")
+	case f.relTimeout <= 0:
+		return errors.New("--release-timeout must be more than 0")
+	}
+	return nil
+}
+
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
-		conn       connFlags
-		noWait     bool
-		wait       time.Duration
-		expire     time.Duration
-		maxHold    time.Duration
-		id         string
-		busyCode   int
-		killAfter  time.Duration
-		signalWait time.Duration
+		conn connFlags
+		f    runFlags
 	)
 	fs := newFlagSet("run", runHelp, stderr)
 	conn.register(fs)
-	fs.BoolVar(&noWait, "no-wait", false, "fail at once (exit 75) if the lock is busy")
-	fs.BoolVar(&noWait, "n", false, "short for --no-wait")
-	fs.DurationVar(&wait, "wait", 0, "give up (exit 75) after waiting this long; 0: wait as long as it takes")
-	fs.DurationVar(&wait, "w", 0, "short for --wait")
-	fs.DurationVar(&expire, "expire", 30*time.Second, "the lock's expire; it is renewed every 2/3 of it while COMMAND runs")
-	fs.DurationVar(&maxHold, "max-hold", 0, "stop renewing after this long, so COMMAND is terminated; 0: no limit")
-	fs.StringVar(&id, "id", "", "owner id stored in the lock (default: a random UUID)")
-	fs.IntVar(&busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy")
-	fs.IntVar(&busyCode, "E", exitBusy, "short for --conflict-exit-code")
-	fs.DurationVar(&killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
-	fs.DurationVar(&signalWait, "release-timeout", 5*time.Second, "how long the final release may take")
+	fs.BoolVar(&f.noWait, "no-wait", false, "fail at once (exit 75) if the lock is busy")
+	fs.BoolVar(&f.noWait, "n", false, "short for --no-wait")
+	fs.DurationVar(&f.wait, "wait", 0, "give up (exit 75) after waiting this long; 0: wait as long as it takes")
+	fs.DurationVar(&f.wait, "w", 0, "short for --wait")
+	fs.DurationVar(&f.expire, "expire", 30*time.Second, "the lock's expire, at least 1ms; it is renewed every 2/3 of it while COMMAND runs")
+	fs.DurationVar(&f.maxHold, "max-hold", 0, "stop renewing after this long (at least --expire), so COMMAND is terminated; 0: no limit")
+	fs.StringVar(&f.id, "id", "", "owner id stored in the lock (default: a random UUID)")
+	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy")
+	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
+	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
+	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long the final release may take")
 	pos, command, dashdash, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -79,91 +129,73 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "run", exitUsage, errors.New("missing -- COMMAND [ARGS...] after the lock name"))
 	case len(pos) != 1:
 		return fail(stderr, "run", exitUsage, fmt.Errorf("want exactly one lock NAME before --, got %d arguments", len(pos)))
-	case noWait && wait != 0:
-		return fail(stderr, "run", exitUsage, errors.New("--no-wait and --wait exclude each other"))
-	case wait < 0 || killAfter < 0 || signalWait <= 0:
-		return fail(stderr, "run", exitUsage, errors.New("--wait, --kill-after and --release-timeout must not be negative"))
-	case busyCode < 0 || busyCode > 255:
-		return fail(stderr, "run", exitUsage, errors.New("--conflict-exit-code must be between 0 and 255"))
 	}
 	name := pos[0]
-	opts := []redislock.Option{redislock.WithKeyPrefix(conn.prefix), redislock.WithExpire(expire), redislock.WithAutoRenewal()}
-	if flagSet(fs, "id") {
-		opts = append(opts, redislock.WithID(id))
+	if err := conn.validate(name); err != nil {
+		return fail(stderr, "run", exitUsage, err)
 	}
-	if maxHold != 0 {
-		opts = append(opts, redislock.WithMaxHold(maxHold))
+	if err := f.validate(flagSet(fs, "id")); err != nil {
+		return fail(stderr, "run", exitUsage, err)
+	}
+	opts := []redislock.Option{redislock.WithKeyPrefix(conn.prefix), redislock.WithExpire(f.expire), redislock.WithAutoRenewal()}
+	if flagSet(fs, "id") {
+		opts = append(opts, redislock.WithID(f.id))
+	}
+	if f.maxHold != 0 {
+		opts = append(opts, redislock.WithMaxHold(f.maxHold))
 	}
 	client, where, err := conn.client()
 	if err != nil {
 		return fail(stderr, "run", exitUsage, err)
 	}
 	defer client.Close()
-	// New checks every argument before the first byte goes to Redis.
+	// New checks every argument before the first byte goes to Redis; the
+	// flags were checked above, so an error here is a case they missed.
 	lock, err := redislock.New(client, name, opts...)
 	if err != nil {
 		return fail(stderr, "run", exitUsage, err)
 	}
-	if err := check(ctx, client, where); err != nil {
-		return fail(stderr, "run", exitFail, err)
-	}
 
-	// Signals: while waiting they end the wait; while COMMAND runs they are
-	// passed on to it.
+	// Signals: until COMMAND starts they end redislock; while COMMAND runs
+	// they are passed on to it. run handles SIGINT, SIGTERM and SIGHUP
+	// itself, through sigs: main's signal context, which sees the same
+	// signals, must not end the wait first and turn an interruption into a
+	// plain failure.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if wait > 0 {
-		actx, cancel = context.WithTimeout(actx, wait)
-		defer cancel()
-	}
-	// A signal while waiting ends the wait. The watcher is joined before
-	// COMMAND starts, so it cannot swallow a signal meant for COMMAND; a
-	// signal that raced with a successful acquire is honoured: COMMAND
-	// does not start.
-	interrupted := make(chan os.Signal, 1)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case s := <-sigs:
-			interrupted <- s
-			cancel()
-		case <-actx.Done():
-		}
-	}()
-	if noWait {
-		err = lock.TryAcquire(actx)
-	} else {
-		err = lock.Acquire(actx)
-	}
-	cancel()
-	<-watched
-	select {
-	case sig := <-interrupted:
+	sig, err := takeLock(context.WithoutCancel(ctx), lock, client, where, f, sigs)
+	if sig != 0 {
+		state := "COMMAND did not start"
 		if err == nil {
-			lock.Release(context.WithoutCancel(ctx))
-			return fail(stderr, "run", 128+int(sig.(syscall.Signal)), fmt.Errorf("interrupted (%v) before COMMAND started; lock released", sig))
+			// The signal raced with a successful acquire.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), f.relTimeout)
+			defer rcancel()
+			if lock.Release(rctx) == nil {
+				state += "; lock released"
+			} else {
+				state += "; the lock it took expires on its own"
+			}
 		}
-	default:
+		return fail(stderr, "run", 128+int(sig), fmt.Errorf("interrupted by %s before COMMAND started; %s", signalName(sig), state))
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, redislock.ErrLocked) && (noWait || errors.Is(err, context.DeadlineExceeded)):
+	case errors.As(err, new(unreachableError)):
+		return fail(stderr, "run", exitFail, err)
+	case errors.Is(err, redislock.ErrLocked) && (f.noWait || errors.Is(err, context.DeadlineExceeded)):
 		owner, _ := lock.OwnerID(context.WithoutCancel(ctx))
-		return fail(stderr, "run", busyCode, fmt.Errorf("lock %q is busy (held by %q)", name, owner))
-	case errors.Is(err, redislock.ErrLocked):
-		return fail(stderr, "run", exitFail, fmt.Errorf("interrupted while waiting for lock %q", name))
+		if owner == "" {
+			return fail(stderr, "run", f.busyCode, fmt.Errorf("lock %q is busy (and was released just after)", name))
+		}
+		return fail(stderr, "run", f.busyCode, fmt.Errorf("lock %q is busy (held by %q)", name, owner))
 	default:
 		return fail(stderr, "run", exitFail, err)
 	}
 
-	code, lostErr := runHolding(lock, command, sigs, killAfter, stdout, stderr)
+	code, lostErr := runHolding(lock, command, sigs, f.killAfter, stdout, stderr)
 
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), signalWait)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), f.relTimeout)
 	defer rcancel()
 	relErr := lock.Release(rctx)
 	switch {
@@ -177,51 +209,63 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return code
 }
 
-// runHolding runs command while lock is held and returns its exit code,
-// and the loss if the lock was lost meanwhile (command was then
-// terminated).
-func runHolding(lock *redislock.Lock, command []string, sigs <-chan os.Signal, killAfter time.Duration, stdout, stderr io.Writer) (code int, lost error) {
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "redislock run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return exitNotFound, nil
-		}
-		return exitCannotRun, nil
-	}
-	group := -cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+// unreachableError is takeLock's error when Redis did not answer PING.
+type unreachableError struct{ error }
 
-	done := lock.Done()
-	var kill <-chan time.Time
-	for {
+// takeLock checks that Redis answers, then acquires lock as f says
+// (waiting, with a deadline, or not at all). A signal on sigs ends it: it
+// returns that signal, and the acquire's error (nil when the lock was
+// taken all the same). With no signal, sig is 0 and err is the acquire's
+// error, or an unreachableError.
+func takeLock(ctx context.Context, lock *redislock.Lock, client redis.UniversalClient, where string, f runFlags, sigs <-chan os.Signal) (sig syscall.Signal, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The watcher is joined before takeLock returns, so it cannot swallow a
+	// signal meant for COMMAND.
+	interrupted := make(chan syscall.Signal, 1)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
 		select {
-		case err := <-exited:
-			return exitCode(cmd, err), lost
-		case sig := <-sigs:
-			syscall.Kill(group, sig.(syscall.Signal))
-		case <-done:
-			done = nil
-			lost = lock.Err()
-			syscall.Kill(group, syscall.SIGTERM)
-			kill = time.After(killAfter)
-		case <-kill:
-			syscall.Kill(group, syscall.SIGKILL)
+		case s := <-sigs:
+			interrupted <- s.(syscall.Signal)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err = check(ctx, client, where); err != nil {
+		err = unreachableError{err}
+	} else {
+		actx := ctx
+		if f.wait > 0 {
+			var cancelWait context.CancelFunc
+			actx, cancelWait = context.WithTimeout(ctx, f.wait)
+			defer cancelWait()
+		}
+		if f.noWait {
+			err = lock.TryAcquire(actx)
+		} else {
+			err = lock.Acquire(actx)
 		}
 	}
+	cancel()
+	<-watched
+	select {
+	case sig = <-interrupted:
+	default:
+	}
+	return sig, err
 }
 
-// exitCode is the shell's view of how cmd ended: its exit status, or
-// 128+N when signal N killed it.
-func exitCode(cmd *exec.Cmd, err error) int {
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+// signalName returns the usual name of the signals run handles.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
-	if err != nil && cmd.ProcessState == nil {
-		return exitCannotRun
-	}
-	return cmd.ProcessState.ExitCode()
+	return sig.String()
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// waitBlocked waits until a client of the server is blocked in a command
+// whose name starts with cmd (BLPOP, or EVAL/EVALSHA held by CLIENT PAUSE),
+// failing t after 10 s.
+func waitBlocked(t *testing.T, c *redis.Client, cmd string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, line := range strings.Split(c.ClientList(context.Background()).Val(), "\n") {
+			if strings.Contains(line, " flags=b ") && strings.Contains(line, " cmd="+cmd) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no client blocked in %s within 10s", cmd)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitExit waits for cmd, started, to exit, killing it and failing t after
+// bound, and returns how long it took.
+func waitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(bound):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%v still running %v on", cmd.Args, bound)
+	}
+	return time.Since(start)
+}
+
+// A signal while run waits for the lock ends it with 128+N, whichever of
+// the signals run handles it is, and leaves the holder's lock alone.
+func TestRunInterruptedWhileWaiting(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			url := "redis://" + s.Addr + "/0"
+			holder, _ := redislock.New(s.Client(), "job", redislock.WithID("holder-1"))
+			if err := holder.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cmd := cliCmd(t, "run", "--redis", url, "job", "--", "true")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitBlocked(t, s.Client(), "blpop")
+			cmd.Process.Signal(sig)
+			t.Logf("%v -> exit: %v", sig, waitExit(t, cmd, 10*time.Second))
+			want := 128 + int(sig)
+			if code := cmd.ProcessState.ExitCode(); code != want || !strings.Contains(stderr.String(), "interrupted by SIG") {
+				t.Fatalf("run interrupted by %v while waiting: exit %d, stderr %q; want %d and an interruption message", sig, code, stderr.String(), want)
+			}
+			if got := s.Client().Get(ctx, "lock:job").Val(); got != "holder-1" {
+				t.Fatalf("the interrupted run changed the key to %q", got)
+			}
+		})
+	}
+}
+
+// SIGINT during the one try of --no-wait is an interruption (130), not a
+// busy lock (75). CLIENT PAUSE holds the try's script in Redis, so the
+// signal surely arrives while it is in flight.
+func TestRunNoWaitInterrupted(t *testing.T) {
+	s := redistest.Start(t)
+	admin := s.Client()
+	url := "redis://" + s.Addr + "/0"
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", 30000, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "CLIENT", "UNPAUSE") })
+	cmd := cliCmd(t, "run", "-n", "--redis", url, "job", "--", "true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitBlocked(t, admin, "eval")
+	cmd.Process.Signal(syscall.SIGINT)
+	// The try ends when go-redis gives up reading its reply, within the
+	// client's read timeout (3 s) and one retry.
+	took := waitExit(t, cmd, 30*time.Second)
+	t.Logf("SIGINT -> exit: %v; stderr %q", took, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted by SIGINT") {
+		t.Fatalf("run -n interrupted by SIGINT: exit %d, stderr %q; want 130 and an interruption message", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "busy") {
+		t.Fatalf("an interruption reported as a busy lock: %q", stderr.String())
+	}
+}
+
+// The help documents the exit code of an interruption that the tests above
+// check.
+func TestRunHelpDocumentsInterruption(t *testing.T) {
+	_, _, errOut := runCLI(t, "run", "--help")
+	for _, want := range []string{"128+N", fmt.Sprintf("SIGINT %d", 128+int(syscall.SIGINT))} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("run --help lacks %q", want)
+		}
+	}
+}

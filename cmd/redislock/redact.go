@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redactedPassword replaces a password wherever a URL is shown, as in
+// url.URL.Redacted.
+const redactedPassword = "xxxxx"
+
+// redactURL returns the Redis URL raw with the password of its user
+// information replaced by "xxxxx", as url.URL.Redacted does, and does so
+// for a URL that does not parse too: everything from the first ':' after
+// "scheme://" (or after the start, without a scheme) to the last '@' counts
+// as the password. That hides more than the password when the path or the
+// query holds an '@', never less. A URL without '@', or whose user
+// information has no ':' (a user name alone), is returned unchanged.
+func redactURL(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i > 0 && isScheme(raw[:i]) {
+		start = i + len("://")
+	}
+	at := strings.LastIndexByte(raw[start:], '@')
+	if at < 0 {
+		return raw
+	}
+	userinfo := raw[start : start+at]
+	colon := strings.IndexByte(userinfo, ':')
+	if colon < 0 {
+		return raw
+	}
+	return raw[:start] + userinfo[:colon+1] + redactedPassword + raw[start+at:]
+}
+
+// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, '+', '-' or '.').
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// badURL is the error for a --redis URL that go-redis cannot parse. The
+// errors of go-redis and net/url may quote the whole URL, password
+// included, so none of their text about raw is shown: the reason given is
+// the one for the redacted URL. When the redacted URL parses, the password
+// itself broke the URL, and the error says what to do about it.
+func badURL(raw string) error {
+	shown := redactURL(raw)
+	_, err := redis.ParseURL(shown)
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return fmt.Errorf("bad --redis URL %q: it does not parse (percent-encode any of : / ? # [ ] @ in the user name and password)", shown)
+	case errors.As(err, &ue):
+		return fmt.Errorf("bad --redis URL %q: %v", shown, ue.Err)
+	default:
+		return fmt.Errorf("bad --redis URL %q: %s", shown, strings.TrimPrefix(err.Error(), "redis: "))
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+const statusHelp = `Usage: redislock status [flags] NAME
+
+Prints whether the lock NAME is held, by which owner id, and how long its
+key has left to live. Exit code 0 whether it is held or free; 1 when Redis
+cannot be reached; 2 for bad arguments.
+
+The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
+"\n" for a newline), as is a name that is not printable UTF-8.
+
+With --json it prints one object:
+  {"name":"nightly","key":"lock:nightly","held":true,"owner":"...","ttl_ms":12345}
+where ttl_ms is -1 for a lock without expire, and owner and ttl_ms are left
+out when the lock is free. Ids are stored byte for byte, and JSON strings
+cannot hold bytes that are not UTF-8: for an owner, name or key that is
+not valid UTF-8, the string shows each such byte as U+FFFD and a field of
+the same name with "_base64" appended (owner_base64, name_base64,
+key_base64) holds its exact bytes in standard base64. Control characters
+are escaped as JSON does (\u0001), and kept exactly.
+`
+
+const listHelp = `Usage: redislock list [flags] [PATTERN]
+
+Prints every held lock under the prefix whose name matches the glob PATTERN
+(default: all), with its owner id (Go-quoted, as status prints it) and
+remaining time to live. It walks the keys with SCAN (never KEYS), on every
+master of a cluster, and changes nothing. With --json it prints an array of
+the objects status --json prints (see "redislock status --help", also for
+ids that are not UTF-8).
+`
+
+// lockStatus is the JSON form of status and list. The _base64 fields hold
+// the exact bytes of the string before them when it is not valid UTF-8.
+type lockStatus struct {
+	Name        string `json:"name"`
+	NameBase64  string `json:"name_base64,omitempty"`
+	Key         string `json:"key"`
+	KeyBase64   string `json:"key_base64,omitempty"`
+	Held        bool   `json:"held"`
+	Owner       string `json:"owner,omitempty"`
+	OwnerBase64 string `json:"owner_base64,omitempty"`
+	TTLms       *int64 `json:"ttl_ms,omitempty"`
+}
+
+// freeStatus is the status of the free lock name, whose key is key.
+func freeStatus(name, key string) lockStatus {
+	return lockStatus{Name: name, NameBase64: exactBytes(name), Key: key, KeyBase64: exactBytes(key)}
+}
+
+// heldStatus is the status of a lock held by owner for ttl more
+// (negative: no expire).
+func heldStatus(name, key, owner string, ttl time.Duration) lockStatus {
+	ms := int64(-1)
+	if ttl >= 0 {
+		ms = ttl.Milliseconds()
+	}
+	st := freeStatus(name, key)
+	st.Held, st.Owner, st.OwnerBase64, st.TTLms = true, owner, exactBytes(owner), &ms
+	return st
+}
+
+func (s lockStatus) String() string {
+	switch {
+	case !s.Held:
+		return fmt.Sprintf("%s: free", shown(s.Name))
+	case *s.TTLms < 0:
+		return fmt.Sprintf("%s: held by %q, no expire", shown(s.Name), s.Owner)
+	default:
+		return fmt.Sprintf("%s: held by %q, expires in %v", shown(s.Name), s.Owner, time.Duration(*s.TTLms)*time.Millisecond)
+	}
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	client, conn, pos, code, ok := adminSetup(ctx, "status", statusHelp, args, 1, 1, true, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	}, nil)
+	if !ok {
+		return code
+	}
+	defer client.Close()
+	lock, err := redislock.New(client, pos[0], redislock.WithKeyPrefix(conn.prefix))
+	if err != nil {
+		return fail(stderr, "status", exitUsage, err)
+	}
+	info, held, err := lock.Info(ctx)
+	if err != nil {
+		return fail(stderr, "status", exitFail, err)
+	}
+	st := freeStatus(info.Name, info.Key)
+	if held {
+		st = heldStatus(info.Name, info.Key, info.Owner, info.TTL)
+	}
+	return output(stdout, stderr, "status", asJSON, st, st.String())
+}
+
+func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	client, conn, pos, code, ok := adminSetup(ctx, "list", listHelp, args, 0, 1, false, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	}, nil)
+	if !ok {
+		return code
+	}
+	defer client.Close()
+	pattern := "*"
+	if len(pos) == 1 {
+		pattern = pos[0]
+	}
+	infos, err := redislock.List(ctx, client, pattern, redislock.WithKeyPrefix(conn.prefix))
+	if err != nil {
+		return fail(stderr, "list", exitFail, err)
+	}
+	all := make([]lockStatus, len(infos))
+	var text strings.Builder
+	tw := tabwriter.NewWriter(&text, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tOWNER\tTTL")
+	for i, li := range infos {
+		all[i] = heldStatus(li.Name, li.Key, li.Owner, li.TTL)
+		ttl := "none"
+		if li.TTL >= 0 {
+			ttl = li.TTL.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%q\t%s\n", shown(li.Name), li.Owner, ttl)
+	}
+	tw.Flush()
+	if len(infos) == 0 {
+		text.Reset()
+		fmt.Fprintf(&text, "no lock held under prefix %q matches %q", conn.prefix, pattern)
+	}
+	return output(stdout, stderr, "list", asJSON, all, strings.TrimSuffix(text.String(), "\n"))
+}
