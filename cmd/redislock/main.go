@@ -112,12 +112,37 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 }
 
-// version returns the module version the binary was built from.
+// version returns the module version the binary was built from: the tag
+// when it was installed with go install ...@vX, otherwise "(devel)" with
+// the VCS revision and time that go build stamps, if any.
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
 	}
-	return "(devel)"
+	return versionOf(info)
+}
+
+// versionOf is version for the given build info.
+func versionOf(info *debug.BuildInfo) string {
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	v := "(devel)"
+	if rev := settings["vcs.revision"]; rev != "" {
+		v += " " + rev[:min(len(rev), 12)]
+		if t := settings["vcs.time"]; t != "" {
+			v += " " + t
+		}
+		if settings["vcs.modified"] == "true" {
+			v += " (modified)"
+		}
+	}
+	return v
 }
 
 // quietLogger drops go-redis's internal log lines.
