@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -123,4 +124,141 @@ func ExampleResetAll() {
 	// Output:
 	// <nil>
 	// 2 <nil>
+}
+
+// Do runs a job under the lock and releases it afterwards; the job's
+// context is cancelled, with a cause matching ErrLost, when the renewal
+// finds the lock gone.
+func ExampleLock_Do() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	lock, _ := redislock.New(client, "ocr:doc-17",
+		redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+	err := lock.Do(ctx, func(ctx context.Context) error {
+		fmt.Println("working under the lock")
+		return nil
+	})
+	fmt.Println("done:", err)
+
+	err = lock.Do(ctx, func(ctx context.Context) error {
+		admin, _ := redislock.New(client, "ocr:doc-17")
+		_ = admin.Reset(ctx) // an operator frees the lock under us
+		<-ctx.Done()         // noticed at the next renewal (200 ms)
+		fmt.Println("stopped:", errors.Is(context.Cause(ctx), redislock.ErrLost))
+		return context.Cause(ctx)
+	})
+	fmt.Println("lost:", errors.Is(err, redislock.ErrLost), errors.Is(err, redislock.ErrExpired))
+	// Output:
+	// working under the lock
+	// done: <nil>
+	// stopped: true
+	// lost: true true
+}
+
+// Locker adapts a Lock to sync.Locker, for code written against
+// sync.Mutex.
+func ExampleLock_Locker() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+
+	lock, _ := redislock.New(client, "counter", redislock.WithExpire(10*time.Second))
+	var mu sync.Locker = lock.Locker()
+	mu.Lock()
+	fmt.Println("held:", lock.Err() == nil)
+	mu.Unlock()
+	fmt.Println("released:", errors.Is(lock.Err(), redislock.ErrReleased))
+	// Output:
+	// held: true
+	// released: true
+}
+
+// WithAutoRenewal keeps the lock for as long as it is held; Done closes
+// and Err says why when it is lost.
+func ExampleWithAutoRenewal() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	lock, _ := redislock.New(client, "expire-checkouts",
+		redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+	if err := lock.Acquire(ctx); err != nil {
+		panic(err)
+	}
+	// Another owner takes the key over (in real life: after this process
+	// was paused past the expire).
+	client.Set(ctx, lock.Key(), "someone-else", time.Minute)
+	<-lock.Done() // closed by the next renewal
+	fmt.Println(errors.Is(lock.Err(), redislock.ErrLost), errors.Is(lock.Err(), redislock.ErrTakenOver))
+	// Output: true true
+}
+
+// WithFencing gives every grant a growing token; Guard writes to the same
+// Redis only while the key still holds our id.
+func ExampleLock_Guard() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	first, _ := redislock.New(client, "invoice:42", redislock.WithExpire(time.Minute), redislock.WithFencing())
+	_ = first.Acquire(ctx)
+	t1 := first.Token()
+	_ = first.Release(ctx)
+
+	second, _ := redislock.New(client, "invoice:42", redislock.WithExpire(time.Minute), redislock.WithFencing())
+	_ = second.Acquire(ctx)
+	fmt.Println("tokens grow:", second.Token() > t1)
+
+	err := second.Guard(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Set(ctx, "invoice:42:total", "99.50", 0)
+		return nil
+	})
+	fmt.Println("guarded write:", err)
+	err = first.Guard(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Set(ctx, "invoice:42:total", "0", 0)
+		return nil
+	})
+	fmt.Println("late holder refused:", errors.Is(err, redislock.ErrNotAcquired))
+	// Output:
+	// tokens grow: true
+	// guarded write: <nil>
+	// late holder refused: true
+}
+
+// List shows every held lock, with its owner and remaining time.
+func ExampleList() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	for _, name := range []string{"report:daily", "report:weekly", "reindex"} {
+		l, _ := redislock.New(client, name, redislock.WithID("worker-1"))
+		_ = l.Acquire(ctx)
+	}
+	infos, _ := redislock.List(ctx, client, "report:*")
+	for _, info := range infos {
+		fmt.Println(info.Name, info.Owner)
+	}
+	// Output:
+	// report:daily worker-1
+	// report:weekly worker-1
+}
+
+// Check reports what makes locks unsafe on a deployment, problems first.
+func ExampleCheck() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+
+	report, err := redislock.Check(context.Background(), client)
+	if err != nil {
+		panic(err) // unreachable
+	}
+	for _, f := range report {
+		if f.Severity == redislock.Problem {
+			fmt.Println(f)
+		}
+	}
+	fmt.Println("safe for locks:", report.OK())
+	// Output: safe for locks: true
 }
