@@ -23,6 +23,7 @@ const (
 	Problem
 )
 
+// String returns "info", "warning" or "problem".
 func (s Severity) String() string {
 	switch s {
 	case Info:
@@ -40,6 +41,7 @@ type Finding struct {
 	Message  string
 }
 
+// String formats the finding as "severity: node: message".
 func (f Finding) String() string { return fmt.Sprintf("%s: %s: %s", f.Severity, f.Node, f.Message) }
 
 // Report is what Check found, Problems first.
