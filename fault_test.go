@@ -36,23 +36,37 @@ func clientVia(t *testing.T, p *faultproxy.Proxy, opts ...func(*redis.Options)) 
 	return c
 }
 
+// evalshaCalls returns how many EVALSHA commands c's server has run.
+func evalshaCalls(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	return commandStats(t, c)["evalsha"]
+}
+
 // An acquire whose reply is lost is retried by go-redis: the retry finds
 // our own id in the key and takes it again. No orphaned lock, no "busy".
-// A raw SET NX (the broken variant) reports its own lock as taken.
+// A raw SET NX (the broken variant) reports its own lock as taken. The
+// scripts are cached first, so that the reply lost is that of an acquire
+// that ran (not of a NOSCRIPT), and the server's count of EVALSHA calls
+// shows that both the lost one and its retry ran.
 func TestLostAcquireReplyIsRetried(t *testing.T) {
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
 	admin := s.Client()
+	cacheScripts(t, admin)
 
 	c := clientVia(t, p)
 	if err := c.Ping(ctx).Err(); err != nil { // connect first: drop the acquire's reply, not the handshake's
 		t.Fatal(err)
 	}
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	before := evalshaCalls(t, admin)
 	p.DropNextReply()
 	if err := l.TryAcquire(ctx); err != nil {
 		t.Fatalf("TryAcquire() with its reply lost = %v, want nil (retried)", err)
+	}
+	if n := evalshaCalls(t, admin) - before; n != 2 {
+		t.Fatalf("%d acquire scripts ran, want 2: the one whose reply was lost and its retry", n)
 	}
 	if got := admin.Get(ctx, "lock:job").Val(); got != l.ID() {
 		t.Fatalf("lock:job = %q, want our id", got)
@@ -82,28 +96,55 @@ func TestLostAcquireReplyIsRetried(t *testing.T) {
 }
 
 // The acquire whose reply is lost for good (the connection dies and
-// go-redis does not retry) leaves no orphan: it is given back.
+// go-redis does not retry) leaves no orphan: it is given back. The scripts
+// are cached first, so that the acquire really ran. The broken variant, a
+// raw SET NX PX with no giveback, leaves its key behind, held by an owner
+// that was told it failed: the same check catches it.
 func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
-	s := redistest.Start(t)
-	p := proxyTo(t, s)
-	ctx := ctxT(t)
-	admin := s.Client()
-	c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1 })
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	l := mustNew(t, c, "job")
-	p.DropNextReply()
-	if err := l.TryAcquire(ctx); err == nil {
-		t.Fatal("TryAcquire() with its reply lost and no retry = nil, want an error")
-	}
-	// The giveback runs in the background; the next call on the Lock waits
-	// for it, and it removed the orphan.
-	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
-		t.Fatalf("Release() after the given-back acquire = %v, want ErrNotAcquired", err)
-	}
-	if n := admin.Exists(ctx, "lock:job").Val(); n != 0 {
-		t.Fatal("the acquire whose reply was lost left an orphaned lock")
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{
+		{"giveback", false},
+		{"broken/raw SET NX", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			p := proxyTo(t, s)
+			ctx := ctxT(t)
+			admin := s.Client()
+			cacheScripts(t, admin)
+			c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1 })
+			if err := c.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+			before := evalshaCalls(t, admin)
+			p.DropNextReply()
+			var err error
+			if tc.broken {
+				err = c.SetNX(ctx, l.Key(), "raw-owner", time.Minute).Err()
+			} else {
+				err = l.TryAcquire(ctx)
+				if n := evalshaCalls(t, admin) - before; n != 1 {
+					t.Fatalf("%d acquire scripts ran, want 1", n)
+				}
+			}
+			if err == nil {
+				t.Fatal("acquire with its reply lost and no retry = nil, want an error")
+			}
+			if !tc.broken {
+				// The giveback runs in the background; the next call on
+				// the Lock waits for it.
+				if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+					t.Fatalf("Release() after the given-back acquire = %v, want ErrNotAcquired", err)
+				}
+			}
+			owner := admin.Get(ctx, "lock:job").Val()
+			if orphaned := owner != ""; orphaned != tc.broken {
+				t.Fatalf("lock:job = %q after an acquire that failed: orphaned = %v, want %v", owner, orphaned, tc.broken)
+			}
+		})
 	}
 }
 

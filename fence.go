@@ -50,12 +50,12 @@ const guardAttempts = 10
 // commands still ran: Redis does not roll back). On a cluster, every key fn
 // touches must be in the lock key's slot.
 func (l *Lock) Guard(ctx context.Context, fn func(pipe redis.Pipeliner) error) error {
-	lockKey := l.keys[0]
+	lockKey, id := l.keys[0], l.ID()
 	for attempt := 1; ; attempt++ {
 		err := l.client.Watch(ctx, func(tx *redis.Tx) error {
 			owner, err := tx.Get(ctx, lockKey).Result()
 			switch {
-			case errors.Is(err, redis.Nil) || (err == nil && owner != l.id):
+			case errors.Is(err, redis.Nil) || (err == nil && owner != id):
 				return ErrNotAcquired
 			case err != nil:
 				return err
@@ -74,7 +74,7 @@ func (l *Lock) Guard(ctx context.Context, fn func(pipe redis.Pipeliner) error) e
 		// The key changed between WATCH and EXEC: still ours?
 		owner, gerr := l.client.Get(ctx, lockKey).Result()
 		switch {
-		case errors.Is(gerr, redis.Nil) || (gerr == nil && owner != l.id):
+		case errors.Is(gerr, redis.Nil) || (gerr == nil && owner != id):
 			return l.wrap(ErrNotAcquired)
 		case gerr != nil:
 			return l.wrap(fmt.Errorf("guard: %w", gerr))

@@ -62,6 +62,33 @@ func TestFencingTokensIncrease(t *testing.T) {
 	})
 }
 
+// A fence key ahead of the server's clock (a clock stepped back, a fence
+// written under a faster clock): tokens go on from the last one + 1, not
+// back to the clock.
+func TestFencingTokensOutrunTheClock(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		const ahead = int64(1) << 52 // microseconds: in the year 2112, and exact in Lua's doubles
+		if err := c.Set(ctx, "lock-fence:job", ahead, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l := mustNew(t, c, "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+		for i := int64(1); i <= 3; i++ {
+			mustAcquire(t, ctx, l)
+			if got := l.Token(); got != ahead+i {
+				t.Fatalf("grant %d: Token() = %d, want the fence %d + %d", i, got, ahead, i)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := c.Get(ctx, "lock-fence:job").Int64(); got != ahead+3 {
+			t.Fatalf("lock-fence:job = %d, want %d", got, ahead+3)
+		}
+	})
+}
+
 // A restart that keeps nothing between two grants: the second token is
 // still larger. A plain INCR counter (the broken variant) restarts at 1.
 func TestFencingTokensSurviveRestart(t *testing.T) {
@@ -93,6 +120,8 @@ func TestFencingTokensSurviveRestart(t *testing.T) {
 // fencedStore is a resource that checks tokens: it refuses a write whose
 // token is lower than the highest it accepted.
 type fencedStore struct {
+	unchecked bool // the broken variant: takes any token
+
 	mu    sync.Mutex
 	fence int64
 	value string
@@ -103,7 +132,7 @@ var errStaleToken = errors.New("stale fencing token")
 func (s *fencedStore) write(token int64, v string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if token < s.fence {
+	if token < s.fence && !s.unchecked {
 		return fmt.Errorf("%w: %d < %d", errStaleToken, token, s.fence)
 	}
 	s.fence, s.value = token, v
@@ -111,49 +140,63 @@ func (s *fencedStore) write(token int64, v string) error {
 }
 
 // A holder whose lock expired (the test deletes its key) and was taken by
-// another: its late guarded write is refused and the new holder's stands;
-// a resource that checks tokens refuses its stale token.
+// another writes late: its guarded write is refused and the new holder's
+// stands, and a resource that checks tokens refuses its stale token. The
+// broken variant writes late without either check (a plain write, a store
+// that takes any token): the same checks find the new holder's data
+// overwritten.
 func TestLateHolderIsFenced(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
-	old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-	mustAcquire(t, ctx, old)
-	oldToken := old.Token()
-	if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
-		t.Fatalf("Guard() while holding = %v", err)
-	}
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{
+		{"guarded and fenced", false},
+		{"broken/unguarded and unfenced", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+			mustAcquire(t, ctx, old)
+			oldToken := old.Token()
+			if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
+				t.Fatalf("Guard() while holding = %v", err)
+			}
 
-	admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
-	next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-	mustAcquire(t, ctx, next)
-	store := &fencedStore{}
-	if err := store.write(next.Token(), "next"); err != nil {
-		t.Fatal(err)
-	}
-	if err := next.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "next", 0).Err() }); err != nil {
-		t.Fatalf("new holder's Guard() = %v", err)
-	}
+			admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
+			next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+			mustAcquire(t, ctx, next)
+			if next.Token() <= oldToken {
+				t.Fatalf("new holder's token %d <= the old one %d", next.Token(), oldToken)
+			}
+			store := &fencedStore{unchecked: tc.broken}
+			if err := store.write(next.Token(), "next"); err != nil {
+				t.Fatal(err)
+			}
+			if err := next.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "next", 0).Err() }); err != nil {
+				t.Fatalf("new holder's Guard() = %v", err)
+			}
 
-	// The old holder wakes up and writes late.
-	ran := false
-	err := old.Guard(ctx, func(p redis.Pipeliner) error { ran = true; return p.Set(ctx, "data", "old-2", 0).Err() })
-	if !errors.Is(err, redislock.ErrNotAcquired) || ran {
-		t.Fatalf("late Guard() = %v (fn ran %v), want ErrNotAcquired without running fn", err, ran)
-	}
-	if got := admin.Get(ctx, "data").Val(); got != "next" {
-		t.Fatalf("data = %q, want the new holder's write", got)
-	}
-	if err := store.write(oldToken, "old"); !errors.Is(err, errStaleToken) {
-		t.Fatalf("store.write(stale token) = %v, want errStaleToken", err)
-	}
-	if store.value != "next" {
-		t.Fatalf("store = %q, want next", store.value)
-	}
-	// The broken variant: without the guard the late write lands.
-	admin.Set(ctx, "data", "old-2", 0)
-	if admin.Get(ctx, "data").Val() != "old-2" {
-		t.Fatal("unguarded write did not land")
+			// The old holder wakes up and writes late.
+			ran := false
+			late := func(p redis.Pipeliner) error { ran = true; return p.Set(ctx, "data", "old-2", 0).Err() }
+			var guardErr error
+			if tc.broken {
+				_, guardErr = admin.TxPipelined(ctx, late)
+			} else {
+				guardErr = old.Guard(ctx, late)
+			}
+			storeErr := store.write(oldToken, "old-2")
+
+			data := admin.Get(ctx, "data").Val()
+			t.Logf("late write: Guard %v (fn ran %v), store %v; data %q, store %q", guardErr, ran, storeErr, data, store.value)
+			refused := errors.Is(guardErr, redislock.ErrNotAcquired) && !ran && errors.Is(storeErr, errStaleToken)
+			intact := data == "next" && store.value == "next"
+			if refused != !tc.broken || intact != !tc.broken {
+				t.Fatalf("late write refused = %v and the new holder's data intact = %v; want %v", refused, intact, !tc.broken)
+			}
+		})
 	}
 }
 

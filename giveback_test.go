@@ -3,7 +3,9 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,8 +67,9 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 			popped := make(chan error, 1)
 			go func() {
 				// python-redis-lock's blocking acquire waits with BLPOP
-				// signal <timeout>; 3 s stands in for its "0" (forever).
-				_, err := python.Do(ctx, "BLPOP", "lock-signal:job", "3").Result()
+				// signal <timeout>, in whole seconds; 2 s stands in for
+				// its "0" (forever).
+				_, err := python.BLPop(ctx, 2*time.Second, "lock-signal:job").Result()
 				popped <- err
 			}()
 			waitBlocked(t, admin, 2)
@@ -96,4 +99,93 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 			t.Logf("python waiter's BLPOP returned %v, %v after the Go waiter's OOM", err, time.Since(start))
 		})
 	}
+}
+
+// unsent fails, without sending them, the next acquire script (one key,
+// three arguments) and, while failGiveback is set, every giveback script
+// (two keys, three arguments), with an error that is not a Redis reply: as
+// a connection that broke, so the caller cannot know whether they ran.
+type unsent struct {
+	failAcquire  atomic.Bool
+	failGiveback atomic.Bool
+	givebacks    atomic.Int32 // giveback scripts failed
+}
+
+var errUnsent = errors.New("injected: connection broke, outcome unknown")
+
+func (h *unsent) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *unsent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		n := len(cmd.Args())
+		isScript := strings.HasPrefix(strings.ToLower(cmd.Name()), "eval")
+		if isScript && ((n == 7 && h.failAcquire.CompareAndSwap(true, false)) || (n == 8 && h.failGiveback.Load())) {
+			if n == 8 {
+				h.givebacks.Add(1)
+			}
+			cmd.SetErr(errUnsent)
+			return errUnsent
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *unsent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A giveback that got no reply may run much later (a request held by a
+// partition runs when it heals). It must not delete a hold that the same
+// Lock acquired since: the Lock takes a fresh id, so the late giveback, run
+// here by hand with the old id, misses the new key. Without the fresh id
+// (the mutation "giveback-unanswered-keeps-id") it deletes it.
+func TestLateGivebackSparesTheNextHold(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		admin := b.client()
+		c := b.client()
+		hook := &unsent{}
+		c.AddHook(hook)
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+		oldID := l.ID()
+		hook.failAcquire.Store(true)
+		hook.failGiveback.Store(true)
+		if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
+			t.Fatalf("TryAcquire() = %v, want the injected fault", err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); hook.givebacks.Load() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no giveback was sent in 5 s")
+			}
+		}
+		hook.failGiveback.Store(false)
+		mustAcquire(t, ctx, l) // waits for the failed giveback to end
+		if l.ID() == oldID {
+			t.Fatalf("ID() = %q after an unanswered giveback; want a fresh id", oldID)
+		}
+
+		// The late giveback of the old id arrives.
+		src, err := os.ReadFile("lua/giveback.lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := redis.NewScript(string(src)).Run(ctx, admin, []string{l.Key(), "lock-signal:job"}, oldID, "1000", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := admin.Get(ctx, l.Key()).Val(); got != l.ID() {
+			t.Fatalf("after the late giveback the key holds %q, want the new hold's %q", got, l.ID())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// A giveback that was answered keeps the id.
+		id := l.ID()
+		hook.failAcquire.Store(true)
+		if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
+			t.Fatalf("TryAcquire() = %v, want the injected fault", err)
+		}
+		mustAcquire(t, ctx, l)
+		if l.ID() != id {
+			t.Fatalf("ID() changed from %q to %q after an answered giveback", id, l.ID())
+		}
+	})
 }

@@ -50,7 +50,7 @@ func newHold(l *Lock, sent time.Time) *hold {
 	h := &hold{
 		client:  l.client,
 		lockKey: l.keys[:1],
-		id:      l.id,
+		id:      l.ID(),
 		expire:  l.expire,
 		ack:     l.ack,
 		done:    make(chan struct{}),

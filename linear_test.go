@@ -20,8 +20,10 @@ import (
 // The mutex model of the linearizability check. The state is the client
 // holding the lock, -1 for none.
 type mutexInput struct {
-	client  int
-	acquire bool // else release
+	client   int
+	acquire  bool // else release
+	blocking bool // an Acquire that waits (as long as its 200 ms allow), else TryAcquire
+	retries  bool // the client's go-redis retries a command whose reply was lost
 }
 
 type outcome int
@@ -65,6 +67,10 @@ var mutexModel = porcupine.NondeterministicModel{
 			if holder != in.client {
 				return []any{holder}
 			}
+			// Ours, yet refused: never. (A release whose reply was lost is
+			// retried by go-redis; when a waiter took the lock in between,
+			// the retry finds its id, and Release must still report the
+			// release its first attempt made.)
 			return nil
 		}
 		if holder == in.client {
@@ -75,8 +81,11 @@ var mutexModel = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string {
 		in := input.(mutexInput)
 		op := "release"
-		if in.acquire {
-			op = "acquire"
+		switch {
+		case in.acquire && in.blocking:
+			op = "acquire (blocking)"
+		case in.acquire:
+			op = "try-acquire"
 		}
 		return fmt.Sprintf("client %d %s -> %v", in.client, op, output)
 	},
@@ -85,13 +94,18 @@ var mutexModel = porcupine.NondeterministicModel{
 // A mutex is what the history is recorded on: the real lock, or a broken
 // one whose release does not check the owner.
 type mutex interface {
-	acquire(ctx context.Context) error
+	acquire(ctx context.Context, blocking bool) error
 	release(ctx context.Context) error
 }
 
 type realMutex struct{ l *redislock.Lock }
 
-func (m realMutex) acquire(ctx context.Context) error { return m.l.TryAcquire(ctx) }
+func (m realMutex) acquire(ctx context.Context, blocking bool) error {
+	if blocking {
+		return m.l.Acquire(ctx)
+	}
+	return m.l.TryAcquire(ctx)
+}
 func (m realMutex) release(ctx context.Context) error { return m.l.Release(ctx) }
 
 // brokenMutex releases with a plain DEL: no id check.
@@ -100,14 +114,18 @@ type brokenMutex struct {
 	c *redis.Client
 }
 
-func (m brokenMutex) acquire(ctx context.Context) error { return m.l.TryAcquire(ctx) }
+func (m brokenMutex) acquire(ctx context.Context, blocking bool) error {
+	return realMutex{m.l}.acquire(ctx, blocking)
+}
 func (m brokenMutex) release(ctx context.Context) error {
 	m.l.Release(ctx) // clears the Lock's own state; its result is ignored
 	return m.c.Del(ctx, m.l.Key()).Err()
 }
 
 // history runs 6 clients × 100 operations through a fault proxy (latency,
-// dropped replies, short blackholes) and records them.
+// dropped replies, short blackholes) and records them. The acquires are
+// TryAcquire and blocking Acquire (each bounded by the operation's 200 ms)
+// in equal parts; half the clients let go-redis retry a lost reply.
 func history(t *testing.T, broken bool) []porcupine.Operation {
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
@@ -170,19 +188,20 @@ func history(t *testing.T, broken bool) []porcupine.Operation {
 				// Mostly acquire-then-release; now and then a stray release
 				// by a client that may not hold the lock.
 				acquire := i%2 == 0 && rng.IntN(8) != 0
-				in := mutexInput{client: c, acquire: acquire}
+				in := mutexInput{client: c, acquire: acquire, blocking: acquire && rng.IntN(2) == 0, retries: c%2 == 0}
 				octx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				call := time.Since(start).Nanoseconds()
 				var err error
 				if acquire {
-					err = m.acquire(octx)
+					err = m.acquire(octx, in.blocking)
 				} else {
 					err = m.release(octx)
 				}
 				ret := time.Since(start).Nanoseconds()
 				cancel()
 				out := outUnknown // may take effect any time later: a request
-				// held in a blackhole reaches Redis after the client gave up
+				// held in a blackhole reaches Redis after the client gave up;
+				// a blocking Acquire whose deadline passed is one too
 				switch {
 				case err == nil:
 					out = outOK
@@ -207,7 +226,9 @@ func history(t *testing.T, broken bool) []porcupine.Operation {
 }
 
 // Histories recorded under faults are linearizable against a mutex; the
-// broken lock's are not.
+// broken lock's are not. Each history must contain outcomes that the
+// faults left unknown and blocking acquires that succeeded, or it did not
+// test what it claims.
 func TestLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records and checks histories under faults")
@@ -221,17 +242,27 @@ func TestLinearizable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := history(t, tc.broken)
+			checkStart := time.Now()
 			res := porcupine.CheckOperationsTimeout(mutexModel.ToModel(), h, 30*time.Second)
-			var ok, unknown int
+			var ok, unknown, blockingOK int
 			for _, op := range h {
 				switch op.Output.(outcome) {
 				case outOK:
 					ok++
+					if in := op.Input.(mutexInput); in.acquire && in.blocking {
+						blockingOK++
+					}
 				case outUnknown:
 					unknown++
 				}
 			}
-			t.Logf("%d operations (%d succeeded, %d unknown under faults): %s", len(h), ok, unknown, res)
+			t.Logf("%d operations (%d succeeded, %d of them blocking acquires; %d unknown under faults): %s, checked in %v",
+				len(h), ok, blockingOK, unknown, res, time.Since(checkStart).Round(time.Millisecond))
+			// The history must have met what it is about: faults that left
+			// outcomes unknown, and blocking acquires that got the lock.
+			if unknown == 0 || blockingOK == 0 {
+				t.Fatalf("%d unknown outcomes and %d blocking acquires that succeeded, want some of each", unknown, blockingOK)
+			}
 			if want := porcupine.Ok; tc.broken {
 				if res != porcupine.Illegal {
 					t.Fatalf("the broken lock's history was judged %s, want illegal", res)

@@ -30,11 +30,12 @@ type Lock struct {
 	name        string
 	keys        []string // {lock key, signal key}: KEYS of every two-key script
 	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
-	acquireArgs []any    // its ARGV, made once: no boxing on the hot path
-	releaseArgs []any    // ARGV of the release script
-	acquireCmd  []any    // the whole EVALSHA command of acquire, made once
-	id          string
-	autoID      bool // id is this Lock's own random id, in no other Lock
+	autoID      bool     // the id is this Lock's own random one, in no other Lock
+
+	// ident is the owner id and what is made from it. It changes only for a
+	// Lock with its own random id, after a giveback whose outcome stayed
+	// unknown (see giveBack).
+	ident atomic.Pointer[identity]
 
 	expire         time.Duration // 0: never expires
 	expireMS       string        // ARGV form of the expire; "0" for none
@@ -106,7 +107,6 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		name:           name,
 		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
 		acquireKeys:    acquireKeys,
-		id:             c.id,
 		autoID:         !c.idGiven,
 		expire:         c.expire,
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
@@ -119,9 +119,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		turn:           make(chan struct{}, 1),
 	}
 	close(l.neverHeld)
-	l.acquireArgs = []any{l.id, l.expireMS, l.ownFlag()}
-	l.releaseArgs = []any{l.id, l.signalExpireMS}
-	l.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, l.acquireArgs)
+	l.ident.Store(l.newIdentity(c.id))
 	return l, nil
 }
 
@@ -130,7 +128,31 @@ func (l *Lock) Name() string { return l.name }
 
 // ID returns the owner id this Lock stores in the lock key: the one given
 // with WithID, or its random one.
-func (l *Lock) ID() string { return l.id }
+//
+// A Lock with its own random id takes a new one after an acquire attempt
+// whose outcome stayed unknown and whose undoing (the giveback) got no
+// reply either: that giveback may still reach Redis at any later time,
+// and must not find, under the old id, a key this Lock acquired since.
+func (l *Lock) ID() string { return l.ident.Load().id }
+
+// identity is an owner id and the script arguments made from it once, so
+// that the hot path boxes nothing.
+type identity struct {
+	id          string
+	acquireArgs []any // ARGV of the acquire script
+	releaseArgs []any // ARGV of the release script
+	acquireCmd  []any // the whole EVALSHA command of acquire
+}
+
+func (l *Lock) newIdentity(id string) *identity {
+	in := &identity{
+		id:          id,
+		acquireArgs: []any{id, l.expireMS, l.ownFlag()},
+		releaseArgs: []any{id, l.signalExpireMS},
+	}
+	in.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, in.acquireArgs)
+	return in
+}
 
 // Key returns the Redis key that holds the lock (by default "lock:"+name).
 func (l *Lock) Key() string { return l.keys[0] }
@@ -223,12 +245,13 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 // returns, whatever its result, this Lock may Acquire again.
 //
 // A release whose reply was lost is retried by go-redis, and the retry
-// finds the key gone. So a missing key counts as released when go-redis
-// had to send the release more than once and this Lock's hold had not
-// ended, nor its local deadline (see Done) passed, when it was sent: until
-// then the key cannot have expired, so it was our own first attempt that
-// deleted it. Without a retry, a missing key is ErrNotAcquired (a Reset,
-// say).
+// finds the key gone, or taken by the waiter the first attempt woke. So
+// when go-redis had to send the release more than once, and this Lock's
+// hold had not ended, nor its local deadline (see Done) passed, when it was
+// sent, a key that is missing or holds another id counts as released:
+// until then the key cannot have expired, so it was our own first attempt
+// that freed it. Without a retry such a key is ErrNotAcquired (after a
+// Reset, say).
 //
 // Release first stops this Lock's auto-renewal (cancelling a renewal in
 // flight) and, after the release, waits for its goroutine to exit, as long
@@ -273,9 +296,9 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("release: %w", err)
-	case n == releaseMissing && retried && vouched:
+	case n != releaseDone && retried && vouched:
 		// Our own release ran, and its reply was lost: go-redis's retry
-		// found the key gone.
+		// found the key gone, or already taken by the waiter it woke.
 	case n == releaseMissing:
 		err, reason = ErrNotAcquired, ErrExpired
 	case n != releaseDone:
@@ -298,11 +321,12 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 // more than once (a retry after a lost reply: an earlier attempt may have
 // run).
 func (l *Lock) sendRelease(ctx context.Context) (n int64, retried bool, err error) {
-	id := &countedArg{s: l.id}
+	own := l.ID()
+	id := &countedArg{s: own}
 	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], id, l.signalExpireMS).Int64()
 	if isNoScript(err) {
 		// Not cached: EVAL caches it. The EVALSHA ran nothing.
-		id = &countedArg{s: l.id}
+		id = &countedArg{s: own}
 		n, err = releaseScript.Eval(ctx, l.client, l.keys, id, l.signalExpireMS).Int64()
 	}
 	return n, id.sends.Load() > 1, err
@@ -356,7 +380,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	sent := time.Now()
-	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.id, ms)
+	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.ID(), ms)
 	n, err := cmd.Int64()
 	if err == nil && n == 0 && ackErr != nil {
 		return l.wrap(ackErr)

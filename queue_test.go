@@ -107,3 +107,35 @@ func TestLocalQueueLeavers(t *testing.T) {
 		t.Fatalf("last waiter: %v after %v, want the lock at once", r.err, r.at.Sub(released))
 	}
 }
+
+// A waiter that becomes head of the local queue sleeps in Redis no longer
+// than the holder's remaining TTL as the previous head last saw it, not as
+// it saw it itself when it queued, long before: a dead holder's key that
+// expires while it waits in the queue still wakes it at once.
+func TestQueuedWaiterWakesAtTheHoldersTTL(t *testing.T) {
+	const ttl = 1500 * time.Millisecond
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl))
+	start := time.Now()
+	mustAcquire(t, ctx, holder) // and never releases
+	shared := s.Client()
+	headCtx, cancel := context.WithTimeout(ctx, ttl*2/3)
+	defer cancel()
+	head := acquireAsync(headCtx, mustNew(t, shared, "job"))
+	waitBlocked(t, admin, 1)
+	next := acquireAsync(ctx, mustNew(t, shared, "job")) // queues behind the head, learning the TTL now
+	if r := receive(t, head); !errors.Is(r.err, redislock.ErrLocked) {
+		t.Fatalf("head.Acquire() = %v, want ErrLocked at its deadline", r.err)
+	}
+	r := receive(t, next)
+	if r.err != nil {
+		t.Fatalf("next.Acquire() = %v", r.err)
+	}
+	took := r.at.Sub(start)
+	t.Logf("holder acquired -> queued waiter holding: %v (ttl %v)", took, ttl)
+	if took > ttl+400*time.Millisecond {
+		t.Fatalf("queued waiter acquired %v after the holder, want within ttl + 400ms = %v", took, ttl+400*time.Millisecond)
+	}
+}

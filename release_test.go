@@ -85,6 +85,20 @@ func TestLostReleaseReplyIsARelease(t *testing.T) {
 		t.Fatal("Release() changed another owner's key")
 	}
 
+	// The release wakes a waiter, which takes the lock before go-redis's
+	// retry: the retry finds the waiter's id. Still our release.
+	l7 := warmLock(t, ctx, c, "job7", redislock.WithExpire(time.Minute))
+	waiter := mustNew(t, admin, "job7", redislock.WithExpire(time.Minute))
+	got := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	p.DropNextReply()
+	if err := l7.Release(ctx); err != nil {
+		t.Fatalf("Release() with its reply lost, waiter woken = %v, want nil", err)
+	}
+	if r := receive(t, got); r.err != nil || admin.Get(ctx, l7.Key()).Val() != waiter.ID() {
+		t.Fatalf("waiter's Acquire() = %v, key %q; want it to hold the lock", r.err, admin.Get(ctx, l7.Key()).Val())
+	}
+
 	// A Reset while the hold is valid, and no retry: the missing key is a
 	// loss, not a release.
 	l6 := warmLock(t, ctx, c, "job6", redislock.WithExpire(time.Minute))

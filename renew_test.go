@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -180,36 +182,126 @@ func TestLossIsReported(t *testing.T) {
 }
 
 // The server dies under a renewed hold: Done closes no later than the
-// expire counted from the acquire, and the goroutine exits.
+// expire counted from the acquire, and the goroutine exits. In the broken
+// variant the key's TTL is cut short behind the Lock's back, as a local
+// deadline that ran past the key's would be: the same check finds Done
+// closing long after the key could have expired.
 func TestServerKilledDuringRenewedHold(t *testing.T) {
 	const expire = 600 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		lockExpire time.Duration // what the Lock believes
+		broken     bool
+	}{
+		{"renewed", expire, false},
+		{"broken/local deadline past the key's", 3 * expire, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			l := mustNew(t, s.Client(func(o *redis.Options) {
+				o.MaxRetries = -1
+				o.DialTimeout = 100 * time.Millisecond
+			}), "job", redislock.WithExpire(tc.lockExpire), redislock.WithAutoRenewal())
+			sent := time.Now()
+			mustAcquire(t, ctx, l)
+			if tc.broken {
+				if err := s.Client().PExpire(ctx, l.Key(), expire).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Kill()
+			closed := doneWithin(t, l, 5*time.Second)
+			t.Logf("Done() after %v; the key expires %v after the acquire", closed.Sub(sent), expire)
+			// Timer slack on a loaded machine: 150 ms.
+			if inTime := !closed.After(sent.Add(expire + 150*time.Millisecond)); inTime == tc.broken {
+				t.Fatalf("Done() closed %v after the acquire was sent; want by the key's expire (%v) = %v", closed.Sub(sent), expire, !tc.broken)
+			}
+			err := l.Err()
+			if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrUnreachable) {
+				t.Fatalf("Err() = %v, want ErrLost and ErrUnreachable", err)
+			}
+			deadline := time.Now().Add(time.Second)
+			for renewers() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("renewal goroutine still running after loss")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := l.Release(ctx); err == nil {
+				t.Fatal("Release() with the server down = nil, want an error")
+			}
+		})
+	}
+}
+
+// The local deadline runs out no later than the key: Done closes at the
+// expire counted from when the acquire (or the Extend) was sent, which is
+// before Redis set the key's TTL. Each hold's lateness is measured against
+// a lower bound of its key's expiry (the call was made after before, so
+// Redis set the TTL after it); the smallest of five leaves out timer and
+// scheduling noise, while a deadline set past the key's shows in all five.
+func TestLocalDeadlineNotAfterTheKey(t *testing.T) {
+	const expire, samples, slack = 200 * time.Millisecond, 5, 50 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		start func(ctx context.Context, t *testing.T, c *redis.Client, name string) (*redislock.Lock, time.Time)
+	}{
+		{"acquire", func(ctx context.Context, t *testing.T, c *redis.Client, name string) (*redislock.Lock, time.Time) {
+			l := mustNew(t, c, name, redislock.WithExpire(expire))
+			before := time.Now()
+			mustAcquire(t, ctx, l)
+			return l, before
+		}},
+		{"extend", func(ctx context.Context, t *testing.T, c *redis.Client, name string) (*redislock.Lock, time.Time) {
+			l := mustNew(t, c, name, redislock.WithExpire(time.Minute))
+			mustAcquire(t, ctx, l)
+			before := time.Now()
+			if err := l.Extend(ctx, expire); err != nil {
+				t.Fatalf("Extend() = %v", err)
+			}
+			return l, before
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			c := s.Client()
+			late := time.Duration(math.MaxInt64)
+			for i := range samples {
+				l, before := tc.start(ctx, t, c, fmt.Sprintf("job-%d", i))
+				closed := doneWithin(t, l, 5*time.Second)
+				late = min(late, closed.Sub(before.Add(expire)))
+			}
+			t.Logf("Done() closed at least %v after the earliest the key could expire", late)
+			if late > slack {
+				t.Fatalf("Done() closed %v after the earliest the key could expire (best of %d), want within %v", late, samples, slack)
+			}
+		})
+	}
+}
+
+// Renewal runs on a context of its own: the end of the context Acquire was
+// given (a request that finished) does not stop it.
+func TestRenewalOutlivesCallersContext(t *testing.T) {
+	const expire = 300 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	l := mustNew(t, s.Client(func(o *redis.Options) {
-		o.MaxRetries = -1
-		o.DialTimeout = 100 * time.Millisecond
-	}), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
-	sent := time.Now()
-	mustAcquire(t, ctx, l)
-	s.Kill()
-	closed := doneWithin(t, l, 5*time.Second)
-	t.Logf("Done() after %v of a %v expire", closed.Sub(sent), expire)
-	if closed.After(sent.Add(expire + 150*time.Millisecond)) { // timer slack on a loaded machine
-		t.Fatalf("Done() closed %v after the acquire was sent, want by the expire (%v)", closed.Sub(sent), expire)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	actx, cancel := context.WithCancel(ctx)
+	mustAcquire(t, actx, l)
+	cancel()
+	select {
+	case <-l.Done():
+		t.Fatalf("Done() closed after the Acquire's context ended: %v", l.Err())
+	case <-time.After(4 * expire):
 	}
-	err := l.Err()
-	if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrUnreachable) {
-		t.Fatalf("Err() = %v, want ErrLost and ErrUnreachable", err)
+	if got := admin.Get(ctx, l.Key()).Val(); got != l.ID() {
+		t.Fatalf("lock key = %q four expires after the Acquire's context ended, want our id", got)
 	}
-	deadline := time.Now().Add(time.Second)
-	for renewers() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("renewal goroutine still running after loss")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := l.Release(ctx); err == nil {
-		t.Fatal("Release() with the server down = nil, want an error")
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() = %v", err)
 	}
 }
 
@@ -438,36 +530,62 @@ func TestDo(t *testing.T) {
 	}
 }
 
+// noLock is the broken variant of a sync.Locker: it locks nothing.
+type noLock struct{}
+
+func (noLock) Lock()   {}
+func (noLock) Unlock() {}
+
 // The sync.Locker adapter gives mutual exclusion between goroutines with
-// separate clients, and between goroutines sharing one Lock.
+// separate clients, and between goroutines sharing one Lock: 240
+// non-atomic increments, none lost. With lockers that lock nothing (the
+// broken variant) the same goroutines lose updates.
 func TestLockerCounter(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	data := s.Client()
-	shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
 	const workers, rounds = 24, 10
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		var mu sync.Locker
-		if w%2 == 0 {
-			mu = mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second)).Locker()
-		} else {
-			mu = shared.Locker() // these take turns locally first
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				mu.Lock()
-				n, _ := data.Get(ctx, "count").Int()
-				data.Set(ctx, "count", n+1, 0)
-				mu.Unlock()
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{
+		{"locker", false},
+		{"broken/no lock", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			data := s.Client()
+			shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for w := 0; w < workers; w++ {
+				var mu sync.Locker
+				switch {
+				case tc.broken:
+					mu = noLock{}
+				case w%2 == 0:
+					mu = mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second)).Locker()
+				default:
+					mu = shared.Locker() // these take turns locally first
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for i := 0; i < rounds; i++ {
+						mu.Lock()
+						n, _ := data.Get(ctx, "count").Int()
+						data.Set(ctx, "count", n+1, 0)
+						mu.Unlock()
+					}
+				}()
 			}
-		}()
-	}
-	wg.Wait()
-	if got := data.Get(ctx, "count").Val(); got != "240" {
-		t.Fatalf("counter = %s, want 240", got)
+			close(start)
+			wg.Wait()
+			got, _ := data.Get(ctx, "count").Int()
+			t.Logf("counter = %d of %d", got, workers*rounds)
+			if (got == workers*rounds) == tc.broken {
+				t.Fatalf("counter = %d of %d; want no lost update = %v", got, workers*rounds, !tc.broken)
+			}
+		})
 	}
 }
 

@@ -2,8 +2,10 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +35,25 @@ func TestEviction(t *testing.T) {
 			l := mustNew(t, c, "job", redislock.WithExpire(time.Hour))
 			mustAcquire(t, ctx, l)
 			value := strings.Repeat("x", 64<<10)
-			var writeErr error
-			for i := 0; i < 200 && c.Exists(ctx, l.Key()).Val() == 1; i++ {
-				if writeErr = c.Set(ctx, fmt.Sprintf("cache:%d", i), value, time.Hour).Err(); writeErr != nil {
+			var (
+				writeErr error
+				writes   int
+			)
+			// Write until the lock key is evicted or a write is refused.
+			// About 60 keys fit, and keys written within one second tie
+			// on LRU idle time (Redis counts it in seconds), so each
+			// eviction takes the lock key only by chance: in 60 runs it
+			// went after 38 to 172 writes, and a cap of 200 left it in
+			// place about once in a hundred runs. 5000 writes (320 MB
+			// through a 4 MB server, a second or two) make that
+			// vanishingly rare.
+			for ; writes < 5000 && c.Exists(ctx, l.Key()).Val() == 1; writes++ {
+				if writeErr = c.Set(ctx, fmt.Sprintf("cache:%d", writes), value, time.Hour).Err(); writeErr != nil {
 					break
 				}
 			}
 			evicted := c.Exists(ctx, l.Key()).Val() == 0
-			t.Logf("%s: lock key evicted = %v (last write: %v)", tc.policy, evicted, writeErr)
+			t.Logf("%s: lock key evicted = %v after %d writes of 64 KiB (last write: %v)", tc.policy, evicted, writes, writeErr)
 			if evicted != tc.wantEvicted {
 				t.Fatalf("%s: lock key evicted = %v, want %v", tc.policy, evicted, tc.wantEvicted)
 			}
@@ -54,60 +67,177 @@ func TestEviction(t *testing.T) {
 	}
 }
 
+// workerIDs runs a worker process that prints the ids of n new Locks.
+func workerIDs(t *testing.T, n int, env ...string) []string {
+	t.Helper()
+	cmd := worker(t, "ids", append([]string{"W_COUNT=" + strconv.Itoa(n)}, env...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ids worker: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
 // Owner ids are random UUIDv4s (122 random bits, crypto/rand in
-// google/uuid), different for every Lock.
+// google/uuid), different for every Lock: 10,000 in this process, and
+// 1,000 in each of two fresh processes, all distinct. A generator with a
+// fixed seed gives fresh processes the same ids, as the broken variant
+// (math/rand seeded with 1) shows: the same check catches it. (A PRNG
+// seeded from the clock would pass; no black-box test can tell it from
+// crypto/rand.)
 func TestRandomIDs(t *testing.T) {
 	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	distinct := func(ids []string) (bool, string) {
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if !v4.MatchString(id) || seen[id] {
+				return false, id
+			}
+			seen[id] = true
+		}
+		return true, ""
+	}
+
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
-	seen := map[string]bool{}
+	var ids []string
 	for i := 0; i < 10000; i++ {
 		l, err := redislock.New(c, "job")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !v4.MatchString(l.ID()) || seen[l.ID()] {
-			t.Fatalf("ID() = %q: not a fresh UUIDv4", l.ID())
-		}
-		seen[l.ID()] = true
+		ids = append(ids, l.ID())
+	}
+	if ok, id := distinct(ids); !ok {
+		t.Fatalf("ID() = %q: not a fresh UUIDv4", id)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		broken bool
+	}{
+		{"two processes", nil, false},
+		{"broken/two processes, seeded math/rand", []string{"W_SEEDED=1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := workerIDs(t, 1000, tc.env...), workerIDs(t, 1000, tc.env...)
+			if len(a) != 1000 || len(b) != 1000 {
+				t.Fatalf("workers printed %d and %d ids, want 1000 each", len(a), len(b))
+			}
+			ok, id := distinct(append(append(append([]string{}, ids...), a...), b...))
+			if ok == tc.broken {
+				t.Fatalf("ids of two fresh processes distinct (and UUIDv4s) = %v (first bad: %q), want %v", ok, id, !tc.broken)
+			}
+		})
 	}
 }
 
-// No call of a Lock that does not hold the lock changes the holder's key,
-// except the explicit Reset.
+// keyState is what a non-owner must not change: the lock key's value and
+// TTL, and the fence. sent and got bracket the reads.
+type keyState struct {
+	value, fence string
+	pttl         time.Duration
+	sent, got    time.Time
+}
+
+func readKeyState(ctx context.Context, t *testing.T, c *redis.Client) keyState {
+	t.Helper()
+	st := keyState{sent: time.Now()}
+	var get, fence *redis.StringCmd
+	var pttl *redis.DurationCmd
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, pttl, fence = p.Get(ctx, "lock:job"), p.PTTL(ctx, "lock:job"), p.Get(ctx, "lock-fence:job")
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	st.got = time.Now()
+	st.value, st.pttl, st.fence = get.Val(), pttl.Val(), fence.Val()
+	return st
+}
+
+// changedSince says how the key changed from a to b, "" if it did not: the
+// value and fence must be equal, and the TTL may only have run down by the
+// time that passed between the reads (PTTL is whole milliseconds).
+func (b keyState) changedSince(a keyState) string {
+	switch {
+	case b.value != a.value:
+		return fmt.Sprintf("value %q -> %q", a.value, b.value)
+	case b.fence != a.fence:
+		return fmt.Sprintf("fence %q -> %q", a.fence, b.fence)
+	case b.pttl > a.pttl:
+		return fmt.Sprintf("PTTL went up: %v -> %v", a.pttl, b.pttl)
+	case b.pttl < a.pttl-b.got.Sub(a.sent)-time.Millisecond:
+		return fmt.Sprintf("PTTL cut: %v -> %v in %v", a.pttl, b.pttl, b.got.Sub(a.sent))
+	}
+	return ""
+}
+
+// No call of a Lock that does not hold the lock changes the holder's key
+// (its value and TTL) or the fence, except the explicit Reset: not even
+// the giveback of its acquire whose reply was lost. The owner's key gets
+// an odd TTL (45,678 ms) that no call would set, and the check allows it
+// only to run down with the clock. The broken variants, a release and an
+// extend without the id check, are caught by the same check.
 func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
-	owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
-	mustAcquire(t, ctx, owner)
-	snapshot := func() string {
-		return fmt.Sprintf("%s/%d", admin.Get(ctx, "lock:job").Val(), admin.PTTL(ctx, "lock:job").Val()/time.Second)
+	hook := newScriptHook(false)
+	c := s.Client()
+	c.AddHook(hook)
+	other := mustNew(t, c, "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithFencing())
+	short := func() context.Context {
+		sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		t.Cleanup(cancel)
+		return sctx
 	}
-	before := snapshot()
-	other := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithFencing())
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	calls := map[string]func() error{
-		"TryAcquire": func() error { return other.TryAcquire(ctx) },
-		"Acquire":    func() error { return other.Acquire(short) },
-		"Release":    func() error { return other.Release(ctx) },
-		"Extend":     func() error { return other.Extend(ctx, time.Hour) },
-		"Locked":     func() error { _, err := other.Locked(ctx); return err },
-		"OwnerID":    func() error { _, err := other.OwnerID(ctx); return err },
-		"Guard": func() error {
+	for _, call := range []struct {
+		name   string
+		fn     func(t *testing.T) error
+		broken bool
+	}{
+		{"TryAcquire", func(*testing.T) error { return other.TryAcquire(ctx) }, false},
+		{"TryAcquire whose reply is lost, and its giveback", func(t *testing.T) error {
+			hook.loseAcquire.Store(true)
+			err := other.TryAcquire(ctx)
+			waitSignal(t, hook.ran, "the giveback")
+			return err
+		}, false},
+		{"Acquire until its deadline", func(*testing.T) error { return other.Acquire(short()) }, false},
+		{"Release", func(*testing.T) error { return other.Release(ctx) }, false},
+		{"Extend", func(*testing.T) error { return other.Extend(ctx, time.Hour) }, false},
+		{"Locked", func(*testing.T) error { _, err := other.Locked(ctx); return err }, false},
+		{"OwnerID", func(*testing.T) error { _, err := other.OwnerID(ctx); return err }, false},
+		{"Info", func(*testing.T) error { _, _, err := other.Info(ctx); return err }, false},
+		{"Guard", func(*testing.T) error {
 			return other.Guard(ctx, func(p redis.Pipeliner) error { return p.Del(ctx, "lock:job").Err() })
-		},
-		"TryDo": func() error { return other.TryDo(ctx, func(context.Context) error { return nil }) },
-		"List":  func() error { _, err := redislock.List(ctx, admin, "*"); return err },
-		"Check": func() error { _, err := redislock.Check(ctx, admin); return err },
+		}, false},
+		{"TryDo", func(*testing.T) error { return other.TryDo(ctx, func(context.Context) error { return nil }) }, false},
+		{"Do until its deadline", func(*testing.T) error { return other.Do(short(), func(context.Context) error { return nil }) }, false},
+		{"List", func(*testing.T) error { _, err := redislock.List(ctx, admin, "*"); return err }, false},
+		{"Check", func(*testing.T) error { _, err := redislock.Check(ctx, admin); return err }, false},
+		{"broken/release without id check", func(*testing.T) error { return admin.Del(ctx, "lock:job").Err() }, true},
+		{"broken/extend without id check", func(*testing.T) error { return admin.PExpire(ctx, "lock:job", time.Hour).Err() }, true},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
+			mustAcquire(t, ctx, owner)
+			defer admin.Del(ctx, "lock:job")
+			if err := admin.PExpire(ctx, "lock:job", 45678*time.Millisecond).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := readKeyState(ctx, t, admin)
+			err := call.fn(t)
+			change := readKeyState(ctx, t, admin).changedSince(before)
+			if changed := change != ""; changed != call.broken {
+				t.Fatalf("%s by a non-owner (%v): changed the key = %v (%s), want %v", call.name, err, changed, change, call.broken)
+			}
+		})
 	}
-	for name, call := range calls {
-		err := call()
-		if after := snapshot(); after != before {
-			t.Fatalf("%s by a non-owner (%v) changed the key: %s -> %s", name, err, before, after)
-		}
-	}
+	owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+	mustAcquire(t, ctx, owner)
 	if err := other.Reset(ctx); err != nil || admin.Exists(ctx, "lock:job").Val() != 0 {
 		t.Fatalf("Reset() = %v: the explicit reset must free the lock", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -136,9 +137,10 @@ func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
 	if !l.ack.on() {
-		return parseAcquire(runPrepared(ctx, l.client, l.acquireCmd, acquireScript, l.acquireKeys, l.acquireArgs))
+		in := l.ident.Load()
+		return parseAcquire(runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs))
 	}
-	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.acquireArgs...)
+	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.ident.Load().acquireArgs...)
 	return l.acked(ctx, cmd, ackErr)
 }
 
@@ -151,7 +153,7 @@ func (l *Lock) acked(ctx context.Context, cmd *redis.Cmd, ackErr error) (acquire
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(rctx, l.client, l.keys, l.releaseArgs...)
+	releaseScript.Run(rctx, l.client, l.keys, l.ident.Load().releaseArgs...)
 	return res, ackErr
 }
 
@@ -186,7 +188,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResu
 	}
 	pipe := client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
-	tryCmd := pipe.Do(ctx, l.acquireCmd...)
+	tryCmd := pipe.Do(ctx, l.ident.Load().acquireCmd...)
 	var waitCmd *redis.Cmd
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
@@ -238,15 +240,26 @@ func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 // signal back if the lock is free. It runs in a goroutine of its own, so
 // that a connection that stopped answering does not hold up the caller a
 // second time; the next Acquire or Release of l waits for it, so it can
-// never undo a later acquisition. Errors are dropped: the lock's expire is
-// then the backstop, and the waiters' slices are bounded by it.
+// never undo a later acquisition that it has answered for. A giveback that
+// got no reply may still reach Redis much later (a request held by a
+// partition runs when it heals); a Lock with its own random id then takes
+// a fresh id, so that the late giveback cannot match a key this Lock
+// acquires since. Errors are dropped otherwise: the lock's expire is then
+// the backstop, and the waiters' slices are bounded by it.
 func (l *Lock) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	id := l.ID()
 	l.cleanups.Add(1)
 	go func() {
 		defer l.cleanups.Done()
 		defer cancel()
-		givebackScript.Run(ctx, l.client, l.keys, l.id, l.signalExpireMS, l.ownFlag())
+		err := givebackScript.Run(ctx, l.client, l.keys, id, l.signalExpireMS, l.ownFlag()).Err()
+		if err != nil && !isReply(err) && l.autoID {
+			// The giveback may still be on its way and run later, when
+			// this Lock may hold the lock again under the same id: it
+			// would delete that hold. A fresh id makes it miss.
+			l.ident.Store(l.newIdentity(uuid.NewString()))
+		}
 	}()
 }
 

@@ -107,7 +107,9 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 			mustAcquire(t, ctx, holder)
 			// The holder "crashes": it never releases.
 			waiter := mustNew(t, s.Client(), "job", tc.opts...)
-			r := receive(t, acquireAsync(ctx, waiter))
+			wctx, cancel := context.WithTimeout(ctx, ttl+2*time.Second) // past the bound below
+			defer cancel()
+			r := receive(t, acquireAsync(wctx, waiter))
 			if r.err != nil {
 				t.Fatalf("waiter.Acquire() = %v", r.err)
 			}
@@ -117,6 +119,70 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 				t.Fatalf("waiter acquired %v after the holder, want within [ttl, ttl+1s] = [%v, %v]", took, ttl, ttl+time.Second)
 			}
 		})
+	}
+}
+
+// A waiter's local deadline counts from when its winning try was sent,
+// which for the try pipelined behind a BLPOP is up to a slice before Redis
+// set the key; so a waiter's slices stay within a third of its own expire.
+// A waiter with a 600 ms expire that waits 1.2 s behind a holder without
+// expire then keeps the lock it gets for at least 400 ms (the test waits
+// 150 ms), not "lost" at once while its key has most of its TTL left.
+func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
+	const expire = 600 * time.Millisecond
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job") // no expire: the waiter's slice is its own cap
+	mustAcquire(t, ctx, holder)
+	waiter := mustNew(t, s.Client(), "job", redislock.WithExpire(expire))
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	time.Sleep(2 * expire) // the holder works on, longer than the waiter's expire
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done)
+	if r.err != nil {
+		t.Fatalf("waiter.Acquire() = %v", r.err)
+	}
+	ttl := admin.PTTL(ctx, waiter.Key()).Val()
+	select {
+	case <-waiter.Done():
+		t.Fatalf("the hold ended %v after Acquire returned (%v) while its key had %v left, want it to last %v at least",
+			time.Since(r.at), waiter.Err(), ttl, expire/4)
+	case <-time.After(time.Until(r.at.Add(expire / 4))):
+	}
+	if err := waiter.Release(ctx); err != nil {
+		t.Fatalf("waiter.Release() = %v", err)
+	}
+}
+
+// A waiter whose script Redis no longer has (SCRIPT FLUSH, or a restart
+// while it waited) is woken by the release and takes the lock: its try
+// that got NOSCRIPT is sent again with EVAL.
+func TestWaiterReloadsFlushedScripts(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	mustAcquire(t, ctx, holder)
+	waiter := mustNew(t, s.Client(), "job")
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder.Release() after SCRIPT FLUSH = %v", err)
+	}
+	r := receive(t, done)
+	if r.err != nil || r.at.Sub(released) > time.Second {
+		t.Fatalf("waiter.Acquire() after SCRIPT FLUSH = %v after %v, want the lock within 1s", r.err, r.at.Sub(released))
+	}
+	if got := admin.Get(ctx, waiter.Key()).Val(); got != waiter.ID() {
+		t.Fatalf("lock key = %q, want the waiter's id", got)
 	}
 }
 
@@ -243,10 +309,7 @@ func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		// giveback is the only script with two keys and three arguments.
-		isScript := strings.HasPrefix(strings.ToLower(cmd.Name()), "eval")
-		if h.dropGiveback && isScript && len(args) == 8 {
+		if h.dropGiveback && scriptOf(cmd) == "giveback" {
 			cmd.SetErr(errInjected)
 			return errInjected
 		}
@@ -275,8 +338,12 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // A waiter whose wake-up reply is lost gives the lock and the signal back,
 // so the next waiter is not left waiting: its lock would otherwise be
-// orphaned (held by an id whose owner returned an error).
+// orphaned (held by an id whose owner returned an error). The next waiter
+// gets the lock at once, well within its 2 s slice; a giveback that freed
+// the lock without pushing the signal would leave it to sleep out the
+// slice, and without giveback (the broken variant) it never gets it.
 func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
+	const slice = 2 * time.Second // the longest BLPOP, on go-redis's default 3 s read timeout
 	for _, tc := range []struct {
 		name        string
 		broken      bool
@@ -301,11 +368,12 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 			waitBlocked(t, admin, 1) // first in line: Redis serves BLPOP in FIFO order
 
 			second := mustNew(t, s.Client(), "job")
-			sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			sctx, cancel := context.WithTimeout(ctx, slice+time.Second) // the slice is not cut by the deadline
 			defer cancel()
 			secondDone := acquireAsync(sctx, second)
 			waitBlocked(t, admin, 2)
 
+			released := time.Now()
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -316,10 +384,14 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 				t.Fatalf("fault fired %d times, want 1", hook.fired.Load())
 			}
 			r := receive(t, secondDone)
-			if handedOff := r.err == nil; handedOff != tc.wantHandoff {
+			took := r.at.Sub(released)
+			t.Logf("release -> second waiter returned: %v (%v)", took, r.err)
+			// At once: well within half the slice that a missing signal
+			// would make it sleep out.
+			if handedOff := r.err == nil && took < slice/2; handedOff != tc.wantHandoff {
 				owner, _ := second.OwnerID(ctx)
-				t.Fatalf("second.Acquire() = %v (owner %q, first %q); want handed off = %v",
-					r.err, owner, first.ID(), tc.wantHandoff)
+				t.Fatalf("second.Acquire() = %v after %v (owner %q, first %q); want handed off within %v = %v",
+					r.err, took, owner, first.ID(), slice/2, tc.wantHandoff)
 			}
 		})
 	}
