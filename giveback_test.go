@@ -15,25 +15,16 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// dropGiveback is a hook that refuses to send the giveback script (the only
-// script with two keys and three arguments): the broken variant of the
-// giveback tests.
-type dropGiveback struct{}
-
-func (dropGiveback) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (dropGiveback) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && len(cmd.Args()) == 8 {
-			err := errors.New("giveback dropped by the test")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
+// dropGiveback refuses to send the giveback script: the broken variant of
+// the giveback tests.
+var dropGiveback = commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	if isScript(cmd, 8) {
+		err := errors.New("giveback dropped by the test")
+		cmd.SetErr(err)
+		return err
 	}
-}
-func (dropGiveback) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
+	return next(ctx, cmd)
+})
 
 // A waiter whose BLPOP pops the wake-up signal but whose try, pipelined
 // behind it, gets an error reply (OOM under maxmemory + noeviction, the
@@ -57,7 +48,7 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 
 			wc := s.Client()
 			if tc.broken {
-				wc.AddHook(dropGiveback{})
+				wc.AddHook(dropGiveback)
 			}
 			waiter := mustNew(t, wc, "job", redislock.WithExpire(time.Minute))
 			waiterDone := acquireAsync(ctx, waiter)
@@ -101,10 +92,10 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 	}
 }
 
-// unsent fails, without sending them, the next acquire script (one key,
-// three arguments) and, while failGiveback is set, every giveback script
-// (two keys, three arguments), with an error that is not a Redis reply: as
-// a connection that broke, so the caller cannot know whether they ran.
+// unsent fails, without sending them, the next acquire script and, while
+// failGiveback is set, every giveback script, with an error that is not a
+// Redis reply: as a connection that broke, so the caller cannot know
+// whether they ran.
 type unsent struct {
 	failAcquire  atomic.Bool
 	failGiveback atomic.Bool
@@ -113,23 +104,17 @@ type unsent struct {
 
 var errUnsent = errors.New("injected: connection broke, outcome unknown")
 
-func (h *unsent) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *unsent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		n := len(cmd.Args())
-		isScript := strings.HasPrefix(strings.ToLower(cmd.Name()), "eval")
-		if isScript && ((n == 7 && h.failAcquire.CompareAndSwap(true, false)) || (n == 8 && h.failGiveback.Load())) {
-			if n == 8 {
-				h.givebacks.Add(1)
-			}
-			cmd.SetErr(errUnsent)
-			return errUnsent
-		}
-		return next(ctx, cmd)
+func (h *unsent) hook(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	fail := isScript(cmd, 7) && h.failAcquire.CompareAndSwap(true, false)
+	if isScript(cmd, 8) && h.failGiveback.Load() {
+		fail = true
+		h.givebacks.Add(1)
 	}
-}
-func (h *unsent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	if fail {
+		cmd.SetErr(errUnsent)
+		return errUnsent
+	}
+	return next(ctx, cmd)
 }
 
 // A giveback that got no reply may run much later (a request held by a
@@ -143,7 +128,7 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 		admin := b.client()
 		c := b.client()
 		hook := &unsent{}
-		c.AddHook(hook)
+		c.AddHook(commandHook(hook.hook))
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		oldID := l.ID()
 		hook.failAcquire.Store(true)

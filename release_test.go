@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,26 +117,6 @@ func TestLostReleaseReplyIsARelease(t *testing.T) {
 	}
 }
 
-// extendSent is a hook that closes sent when the first extend script (one
-// key, two arguments) goes out.
-type extendSent struct {
-	once sync.Once
-	sent chan struct{}
-}
-
-func (h *extendSent) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *extendSent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && len(args) == 6 {
-			h.once.Do(func() { close(h.sent) })
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *extendSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // Release does not wait beyond its context for a renewal stuck on a dead
 // connection: stopping the renewal cancels its call, and the release does
 // not wait for it. (Before, a renewal stuck for its whole budget, 1.5 s
@@ -148,12 +127,18 @@ func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
 	c := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	hook := &extendSent{sent: make(chan struct{})}
-	c.AddHook(hook)
+	renewalSent := make(chan struct{}) // closed when the first extend goes out
+	var once sync.Once
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, 6) {
+			once.Do(func() { close(renewalSent) })
+		}
+		return next(ctx, cmd)
+	}))
 	l := mustNew(t, c, "job", redislock.WithExpire(4500*time.Millisecond), redislock.WithAutoRenewal())
 	mustAcquire(t, ctx, l)
 	p.Blackhole(true)
-	<-hook.sent // the renewal, 3 s in, goes into the blackhole with 1.5 s to live
+	<-renewalSent // the renewal, 3 s in, goes into the blackhole with 1.5 s to live
 
 	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()

@@ -13,17 +13,14 @@ import (
 
 // fakeVersion rewrites the redis_version field of INFO replies, to show
 // Check a server of another version.
-type fakeVersion struct{ version string }
-
-func (h fakeVersion) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h fakeVersion) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
+func fakeVersion(version string) commandHook {
+	return func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		err := next(ctx, cmd)
 		if sc, ok := cmd.(*redis.StringCmd); ok && strings.EqualFold(cmd.Name(), "info") && err == nil {
 			var lines []string
 			for _, line := range strings.Split(sc.Val(), "\n") {
 				if strings.HasPrefix(line, "redis_version:") {
-					line = "redis_version:" + h.version + "\r"
+					line = "redis_version:" + version + "\r"
 				}
 				lines = append(lines, line)
 			}
@@ -31,9 +28,6 @@ func (h fakeVersion) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return err
 	}
-}
-func (h fakeVersion) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // Check reports a Redis older than the minimum (5.0 cannot serve waiting
@@ -56,7 +50,7 @@ func TestCheckServerVersion(t *testing.T) {
 	} {
 		c := s.Client()
 		if tc.version != "" {
-			c.AddHook(fakeVersion{tc.version})
+			c.AddHook(fakeVersion(tc.version))
 		}
 		r, err := redislock.Check(ctx, c)
 		if err != nil {
