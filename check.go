@@ -144,12 +144,18 @@ func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack
 		add(Problem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
 	}
 
-	info, err := node.Info(ctx, "replication", "persistence").Result()
+	// One section an INFO: Redis before 7.0 takes only one.
+	info, err := node.Info(ctx, "replication").Result()
 	if err != nil {
 		add(Warning, "could not read INFO replication (%v): replicas and failover not checked", err)
 		return fs, nil
 	}
 	fields := infoFields(info)
+	if persistence, err := node.Info(ctx, "persistence").Result(); err == nil {
+		for k, v := range infoFields(persistence) {
+			fields[k] = v
+		}
+	}
 	replicas, _ := strconv.Atoi(fields["connected_slaves"])
 	switch {
 	case fields["role"] == "slave":

@@ -132,6 +132,15 @@ func TestDoReportsLossFnIgnored(t *testing.T) {
 		if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
 			t.Fatalf("Do() = %v, want ErrLost and ErrExpired", err)
 		}
+		// fn cancels the caller's context: the release still runs.
+		l3 := mustNew(t, b.client(), "job3", redislock.WithExpire(time.Minute))
+		cctx, cancel := context.WithCancel(ctx)
+		if err := l3.Do(cctx, func(context.Context) error { cancel(); return nil }); err != nil {
+			t.Fatalf("Do() whose caller's context was cancelled = %v, want nil", err)
+		}
+		if n := b.client().Exists(ctx, l3.Key()).Val(); n != 0 {
+			t.Fatal("Do() left the key held after its caller's context was cancelled")
+		}
 		// Without a loss, Do returns fn's nil.
 		l2 := mustNew(t, b.client(), "job2", redislock.WithExpire(time.Minute))
 		if err := l2.Do(ctx, func(context.Context) error { return nil }); err != nil {

@@ -162,6 +162,25 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// A caller-given id never changes: other Locks share it.
+		shared := mustNew(t, c, "job2", redislock.WithID("worker-7"), redislock.WithExpire(time.Minute))
+		hook.givebacks.Store(0)
+		hook.failAcquire.Store(true)
+		hook.failGiveback.Store(true)
+		if err := shared.TryAcquire(ctx); !errors.Is(err, errUnsent) {
+			t.Fatalf("TryAcquire() = %v, want the injected fault", err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); hook.givebacks.Load() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no giveback was sent in 5 s")
+			}
+		}
+		hook.failGiveback.Store(false)
+		mustAcquire(t, ctx, shared)
+		if shared.ID() != "worker-7" {
+			t.Fatalf("ID() = %q after an unanswered giveback, want the caller's \"worker-7\"", shared.ID())
+		}
+
 		// A giveback that was answered keeps the id.
 		id := l.ID()
 		hook.failAcquire.Store(true)
@@ -173,4 +192,47 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 			t.Fatalf("ID() changed from %q to %q after an answered giveback", id, l.ID())
 		}
 	})
+}
+
+// A giveback whose first reply is lost and whose retry is answered also
+// leaves an attempt that may run late: the Lock takes a fresh id.
+func TestRetriedGivebackRenewsID(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	c := clientVia(t, p)
+	hook := &unsent{}
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, 8) && hook.failGiveback.CompareAndSwap(true, false) {
+			p.DropNextReply() // this giveback runs; its reply is lost; go-redis retries
+		}
+		return hook.hook(ctx, cmd, next)
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	// Cache the giveback script (so the lost reply is of a giveback that
+	// ran, not of a NOSCRIPT): one answered giveback, which keeps the id.
+	oldID := l.ID()
+	hook.failAcquire.Store(true)
+	if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
+		t.Fatalf("TryAcquire() = %v, want the injected fault", err)
+	}
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.ID() != oldID {
+		t.Fatal("ID() changed after an answered giveback")
+	}
+	hook.failAcquire.Store(true)
+	if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
+		t.Fatalf("TryAcquire() = %v, want the injected fault", err)
+	}
+	hook.failGiveback.Store(true) // the giveback is sent after TryAcquire returns
+	mustAcquire(t, ctx, l)
+	if hook.failGiveback.Load() {
+		t.Fatal("no giveback was sent")
+	}
+	if l.ID() == oldID {
+		t.Fatal("ID() unchanged after a giveback that go-redis retried; want a fresh id")
+	}
 }

@@ -25,6 +25,12 @@ type hold struct {
 
 	done chan struct{} // closed once, when the hold ends
 
+	// extending is a one-slot semaphore: one extend of the key (a renewal
+	// or an Extend) in flight at a time, so that their replies are applied
+	// in the order Redis ran them, and a late reply never moves the local
+	// deadline past what a later extend set.
+	extending chan struct{}
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	err     error       // why the hold ended; nil while it lasts
@@ -54,6 +60,8 @@ func newHold(l *Lock, sent time.Time) *hold {
 		expire:  l.expire,
 		ack:     l.ack,
 		done:    make(chan struct{}),
+
+		extending: make(chan struct{}, 1),
 	}
 	if l.maxHold > 0 {
 		h.maxEnd = sent.Add(l.maxHold)
@@ -159,7 +167,7 @@ func (h *hold) extended(sent time.Time, d time.Duration) {
 	if h.err != nil || h.timer == nil {
 		return
 	}
-	h.expires = sent.Add(d)
+	h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
 	h.timer.Reset(time.Until(h.expires))
 }
 

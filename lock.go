@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -108,7 +109,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
 		acquireKeys:    acquireKeys,
 		autoID:         !c.idGiven,
-		expire:         c.expire,
+		expire:         c.expire.Truncate(time.Millisecond), // what Redis counts
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		autoRenewal:    c.autoRenewal,
@@ -129,10 +130,12 @@ func (l *Lock) Name() string { return l.name }
 // ID returns the owner id this Lock stores in the lock key: the one given
 // with WithID, or its random one.
 //
-// A Lock with its own random id takes a new one after an acquire attempt
-// whose outcome stayed unknown and whose undoing (the giveback) got no
-// reply either: that giveback may still reach Redis at any later time,
-// and must not find, under the old id, a key this Lock acquired since.
+// A Lock with its own random id takes a new one whenever a release, or the
+// giveback that undoes an acquire attempt, had an attempt without a reply
+// (go-redis retried it, or gave up): that attempt may still reach Redis at
+// any later time (a request held by a partition runs when it heals), and
+// must not find, under the old id, a key this Lock acquired since. A
+// caller-given id (WithID) never changes; see WithID for what that costs.
 func (l *Lock) ID() string { return l.ident.Load().id }
 
 // identity is an owner id and the script arguments made from it once, so
@@ -253,10 +256,15 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 // that freed it. Without a retry such a key is ErrNotAcquired (after a
 // Reset, say).
 //
-// Release first stops this Lock's auto-renewal (cancelling a renewal in
-// flight) and, after the release, waits for its goroutine to exit, as long
-// as ctx allows; then Done is closed and Err returns ErrReleased (or, if
-// the key was no longer ours, the loss).
+// A retry is counted on *redis.Client, *redis.ClusterClient and
+// *redis.Ring, which encode each argument once per attempt; on other
+// clients a release is never taken for retried.
+//
+// Release first tells this Lock's auto-renewal to stop (a renewal already
+// sent is not waited for: go-redis cannot abort a blocked read) and, after
+// the release, waits for the renewal goroutine to exit, as long as ctx
+// allows; then Done is closed and Err returns ErrReleased (or, if the key
+// was no longer ours, the loss).
 func (l *Lock) Release(ctx context.Context) error {
 	return l.release(ctx, nil)
 }
@@ -268,30 +276,45 @@ func (l *Lock) Release(ctx context.Context) error {
 func (l *Lock) release(ctx context.Context, want *hold) error {
 	l.mu.Lock()
 	var h *hold
-	busy := l.state == stateAcquiring || l.state == stateReleasing
-	if l.state == stateHeld && (want == nil || l.hold == want) {
-		l.state, h = stateReleasing, l.hold
-	}
-	l.mu.Unlock()
-	if busy || (want != nil && h == nil) {
+	switch {
+	case l.state == stateHeld && (want == nil || l.hold == want):
+		h = l.hold
+	case l.state != stateIdle || want != nil:
+		// Another goroutine is acquiring or releasing, or want is over.
+		l.mu.Unlock()
 		return l.wrap(ErrNotAcquired)
 	}
+	// Releasing, also from idle: until the reply is in, an Acquire on this
+	// Lock would take a key under the id this release may delete.
+	l.state = stateReleasing
+	l.mu.Unlock()
+	defer func() {
+		if h != nil {
+			h.retire(ctx)
+		}
+		l.mu.Lock()
+		l.state = stateIdle
+		l.mu.Unlock()
+	}()
 	l.cleanups.Wait()
 	if h != nil {
 		// Stop renewing before the release is sent: a renewal that
 		// answers after it must not be read as a loss. One still in
 		// flight is harmless: an extend never recreates a key.
 		h.signalStop()
-		defer func() {
-			h.retire(ctx)
-			l.mu.Lock()
-			l.state = stateIdle
-			l.mu.Unlock()
-		}()
 	}
 
 	vouched := h != nil && h.valid()
-	n, retried, err := l.sendRelease(ctx)
+	n, retried, unanswered, err := l.sendRelease(ctx)
+	if l.autoID && (unanswered || (err != nil && !isReply(err))) {
+		// An attempt of this release got no reply: it may still reach
+		// Redis much later and delete whatever key holds our id then. A
+		// fresh id keeps this Lock's next holds out of its reach.
+		l.renewID()
+	}
+	if !countsRetries(l.client) {
+		retried = false // unknown client: a retry cannot be told from an extra encoding
+	}
 	var reason error
 	switch {
 	case err != nil:
@@ -317,19 +340,40 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	return nil
 }
 
-// sendRelease runs the release script and reports whether go-redis sent it
-// more than once (a retry after a lost reply: an earlier attempt may have
-// run).
-func (l *Lock) sendRelease(ctx context.Context) (n int64, retried bool, err error) {
+// sendRelease runs the release script. retried reports whether go-redis
+// sent the command that answered more than once (a retry after a lost
+// reply: an earlier attempt may have run); unanswered whether any attempt,
+// of the EVALSHA or of the EVAL after a NOSCRIPT, went without a reply and
+// may yet run.
+func (l *Lock) sendRelease(ctx context.Context) (n int64, retried, unanswered bool, err error) {
 	own := l.ID()
-	id := &countedArg{s: own}
-	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], id, l.signalExpireMS).Int64()
+	sha := &countedArg{s: own}
+	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], sha, l.signalExpireMS).Int64()
+	final := sha
 	if isNoScript(err) {
 		// Not cached: EVAL caches it. The EVALSHA ran nothing.
-		id = &countedArg{s: own}
-		n, err = releaseScript.Eval(ctx, l.client, l.keys, id, l.signalExpireMS).Int64()
+		final = &countedArg{s: own}
+		n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS).Int64()
 	}
-	return n, id.sends.Load() > 1, err
+	retried = final.sends.Load() > 1
+	return n, retried, retried || sha.sends.Load() > 1, err
+}
+
+// countsRetries reports whether client encodes each command argument once
+// per attempt, so that countedArg counts retries. Other implementations
+// of redis.UniversalClient (go-redis's AutoPipeliner, wrappers) may encode
+// an argument more than once without retrying.
+func countsRetries(client redis.UniversalClient) bool {
+	switch client.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+// renewID gives a Lock with its own random id a fresh one (see ID).
+func (l *Lock) renewID() {
+	l.ident.Store(l.newIdentity(uuid.NewString()))
 }
 
 // countedArg is a command argument that counts how often go-redis writes
@@ -378,6 +422,20 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return l.wrap(ErrInvalidDuration)
 	}
+	d = d.Truncate(time.Millisecond) // what Redis counts
+	// The hold this extend is for, taken before it is sent: its reply must
+	// not move the deadline of a later hold.
+	h := l.current()
+	if h != nil && !h.ended() {
+		// One extend of a hold in flight at a time (see hold.extending).
+		select {
+		case h.extending <- struct{}{}:
+			defer func() { <-h.extending }()
+		case <-h.done:
+		case <-ctx.Done():
+			return l.wrap(fmt.Errorf("extend: %w", ctx.Err()))
+		}
+	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	sent := time.Now()
 	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.ID(), ms)
@@ -385,10 +443,8 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err == nil && n == 0 && ackErr != nil {
 		return l.wrap(ackErr)
 	}
-	if err == nil && n == 0 {
-		if h := l.current(); h != nil {
-			h.extendedBy(sent, d)
-		}
+	if err == nil && n == 0 && h != nil {
+		h.extendedBy(sent, d)
 	}
 	switch {
 	case err != nil:

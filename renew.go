@@ -118,6 +118,14 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 			return
 		case <-timer.C:
 		}
+		// Wait for an Extend in flight: its reply must be applied first.
+		select {
+		case h.extending <- struct{}{}:
+		case <-stop:
+			return
+		case <-h.done:
+			return
+		}
 
 		d, last := h.expire, false
 		if !h.maxEnd.IsZero() {
@@ -126,13 +134,15 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 				d, last = rest, true
 			}
 			if d < time.Millisecond && h.extendedUntil() < time.Millisecond {
+				<-h.extending
 				h.markCapped()
 				return // the key and the local deadline run out on their own
 			}
 		}
-		if rest := h.extendedUntil().Truncate(time.Millisecond); rest > d {
+		if rest := h.extendedUntil(); rest > d {
 			d = rest // never shorten what Extend set
 		}
+		d = d.Truncate(time.Millisecond) // what Redis counts
 		sent := time.Now()
 		h.mu.Lock()
 		budget := time.Until(h.expires)
@@ -145,6 +155,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		if stopped(stop) {
 			// Release or a new Acquire stopped us while the call was in
 			// flight: its outcome is theirs to judge, not ours.
+			<-h.extending
 			return
 		}
 		if err == nil && n == 0 && ackErr != nil {
@@ -156,6 +167,10 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 			h.lastErr = err
 		}
 		h.mu.Unlock()
+		if err == nil && n == 0 {
+			h.extended(sent, d)
+		}
+		<-h.extending
 		switch {
 		case err != nil:
 			timer.Reset(retry)
@@ -172,7 +187,6 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 			h.end(lost(ErrNotExpirable))
 			return
 		}
-		h.extended(sent, d)
 		if last {
 			h.markCapped()
 			return

@@ -62,3 +62,26 @@ func TestErrorMessagesNameTheLock(t *testing.T) {
 	}
 	l.Release(t.Context())
 }
+
+// Redis counts expires in whole milliseconds (PX drops the fraction), so
+// the local deadline must too, or it would outlive the key by the
+// fraction.
+func TestExpireCountsWholeMilliseconds(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	l, err := New(c, "job", WithExpire(50*time.Millisecond+999*time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	h := newHold(l, sent)
+	defer h.end(ErrReleased)
+	if got, want := h.expires.Sub(sent), 50*time.Millisecond; got != want {
+		t.Fatalf("local deadline %v after the send, want %v (Redis gets PX %s)", got, want, l.expireMS)
+	}
+	h.extended(sent, 20*time.Millisecond+500*time.Microsecond)
+	if got, want := h.expires.Sub(sent), 20*time.Millisecond; got != want {
+		t.Fatalf("after an extend of 20.5ms the deadline is %v after the send, want %v", got, want)
+	}
+}

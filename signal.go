@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,9 +91,8 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 		case statusAcquired:
 			return sent, res.token, nil
 		case statusOurs:
-			if popped {
-				l.giveBack(ctx) // the signal we took is not ours to keep
-			}
+			// A signal we popped needs no giveback: the key is held (by
+			// our shared id), and its release signals again.
 			return sent, 0, l.wrap(ErrAlreadyAcquired)
 		}
 		if !blocking {
@@ -240,11 +238,11 @@ func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 // signal back if the lock is free. It runs in a goroutine of its own, so
 // that a connection that stopped answering does not hold up the caller a
 // second time; the next Acquire or Release of l waits for it, so it can
-// never undo a later acquisition that it has answered for. A giveback that
-// got no reply may still reach Redis much later (a request held by a
-// partition runs when it heals); a Lock with its own random id then takes
-// a fresh id, so that the late giveback cannot match a key this Lock
-// acquires since. Errors are dropped otherwise: the lock's expire is then
+// never undo a later acquisition that it has answered for. A giveback with
+// an attempt that got no reply (go-redis retried it, or gave up) may still
+// reach Redis much later (a request held by a partition runs when it
+// heals); a Lock with its own random id then takes a fresh id, so that the
+// late giveback cannot match a key this Lock acquires since. Errors are dropped otherwise: the lock's expire is then
 // the backstop, and the waiters' slices are bounded by it.
 func (l *Lock) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -253,12 +251,17 @@ func (l *Lock) giveBack(ctx context.Context) {
 	go func() {
 		defer l.cleanups.Done()
 		defer cancel()
-		err := givebackScript.Run(ctx, l.client, l.keys, id, l.signalExpireMS, l.ownFlag()).Err()
-		if err != nil && !isReply(err) && l.autoID {
-			// The giveback may still be on its way and run later, when
-			// this Lock may hold the lock again under the same id: it
-			// would delete that hold. A fresh id makes it miss.
-			l.ident.Store(l.newIdentity(uuid.NewString()))
+		sha, eval := &countedArg{s: id}, &countedArg{s: id}
+		err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag()).Err()
+		if isNoScript(err) { // not cached: EVAL caches it
+			err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag()).Err()
+		}
+		retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
+		if l.autoID && (retried || (err != nil && !isReply(err))) {
+			// An attempt got no reply and may run later, when this Lock
+			// may hold the lock again under the same id: it would delete
+			// that hold. A fresh id makes it miss.
+			l.renewID()
 		}
 	}()
 }

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -65,5 +66,28 @@ func TestCheckServerVersion(t *testing.T) {
 	}
 	if redislock.MinRedisVersion != "6.0.0" {
 		t.Fatalf("MinRedisVersion = %q; README states 6.0", redislock.MinRedisVersion)
+	}
+}
+
+// Redis before 7.0 takes one INFO section at a time: Check asks for each on
+// its own, so a replica is still found on Redis 6 (emulated: INFO with
+// more than one section is a syntax error there).
+func TestCheckAsksOneInfoSectionAtATime(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	ctx := ctxT(t)
+	c := replica.Client()
+	c.AddHook(fakeVersion("6.2.14"))
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if strings.EqualFold(cmd.Name(), "info") && len(cmd.Args()) > 2 {
+			err := errors.New("ERR syntax error")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}))
+	r, err := redislock.Check(ctx, c)
+	if err != nil || r.OK() || !strings.Contains(r[0].Message, "replica") {
+		t.Fatalf("Check() of a Redis 6 replica = %v, %v; want the replica reported as a problem", r, err)
 	}
 }

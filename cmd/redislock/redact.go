@@ -14,13 +14,36 @@ import (
 const redactedPassword = "xxxxx"
 
 // redactURL returns the Redis URL raw with the password of its user
-// information replaced by "xxxxx", as url.URL.Redacted does, and does so
+// information replaced by "xxxxx", as url.URL.Redacted does, and the
+// values of query parameters named like a password too. It does so
 // for a URL that does not parse too: everything from the first ':' after
 // "scheme://" (or after the start, without a scheme) to the last '@' counts
 // as the password. That hides more than the password when the path or the
 // query holds an '@', never less. A URL without '@', or whose user
 // information has no ':' (a user name alone), is returned unchanged.
 func redactURL(raw string) string {
+	return redactQuery(redactUserinfo(raw))
+}
+
+// redactQuery replaces the value of every query parameter whose name
+// holds "password" (go-redis reads password and sentinel_password there
+// in some versions) with "xxxxx".
+func redactQuery(raw string) string {
+	q := strings.IndexByte(raw, '?')
+	if q < 0 {
+		return raw
+	}
+	params := strings.Split(raw[q+1:], "&")
+	for i, p := range params {
+		if name, _, ok := strings.Cut(p, "="); ok && strings.Contains(strings.ToLower(name), "password") {
+			params[i] = name + "=" + redactedPassword
+		}
+	}
+	return raw[:q+1] + strings.Join(params, "&")
+}
+
+// redactUserinfo redacts the password of the user information.
+func redactUserinfo(raw string) string {
 	start := 0
 	if i := strings.Index(raw, "://"); i > 0 && isScheme(raw[:i]) {
 		start = i + len("://")

@@ -21,6 +21,10 @@ func TestRedactURL(t *testing.T) {
 		{"u:x://pw@h", "u:xxxxx@h"}, // "u:x" is no scheme
 		// An '@' after the host hides more than the password, never less.
 		{"redis://user:pw@h:6379/0?client_name=a@b", "redis://user:xxxxx@b"},
+		// Passwords in the query.
+		{"redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=xxxxx"},
+		{"redis://h/0?db=1&Password=s3cret&x=1", "redis://h/0?db=1&Password=xxxxx&x=1"},
+		{"redis://h/0?sentinel_password=s3cret", "redis://h/0?sentinel_password=xxxxx"},
 	}
 	for _, tt := range tests {
 		if got := redactURL(tt.raw); got != tt.want {

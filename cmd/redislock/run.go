@@ -44,7 +44,9 @@ redislock, Ctrl-Z does not stop it and COMMAND is resumed at once.
 If redislock is killed without a chance to clean up (kill -9, the OOM
 killer), the kernel kills COMMAND with SIGKILL at once (Linux only), so it
 does not go on without the lock; processes COMMAND started live on unless
-COMMAND's death ends them. The lock key then expires after at most --expire.
+COMMAND's death ends them. Linux drops that tie when COMMAND changes its
+user or group (su, sudo, setpriv, runuser, a setuid program): run
+redislock itself as the user the job runs as. The lock key then expires after at most --expire.
 
 Exit codes:
   COMMAND's    when COMMAND ran and the lock held throughout (128+N if it

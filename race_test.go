@@ -1,0 +1,138 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// holdReply is a hook that, for the first command that match picks, lets
+// Redis run it and then holds its reply until release is closed; ran is
+// closed once Redis has run it.
+func holdReply(match func(redis.Cmder) bool) (hook commandHook, ran, release chan struct{}) {
+	ran, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook = func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		first := false
+		if match(cmd) {
+			once.Do(func() { first = true })
+		}
+		err := next(ctx, cmd)
+		if first {
+			close(ran)
+			<-release
+		}
+		return err
+	}
+	return hook, ran, release
+}
+
+// A Release on an idle Lock keeps a concurrent Acquire on the same Lock
+// out until its reply is in: otherwise the release, run by Redis after the
+// acquire, deletes the new hold (the same id). The release here is held
+// back by a hook before it is sent, as a descheduled goroutine would be.
+func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		entered, proceed := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			if isScript(cmd, 7) && cmd.Args()[2] == "2" { // the release: two keys
+				once.Do(func() { close(entered); <-proceed })
+			}
+			return next(ctx, cmd)
+		}))
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+		released := make(chan error, 1)
+		go func() { released <- l.Release(ctx) }()
+		<-entered
+		err := l.TryAcquire(ctx)
+		close(proceed)
+		rerr := <-released
+		if err == nil {
+			owner := b.client().Get(ctx, l.Key()).Val()
+			t.Fatalf("TryAcquire() during an idle Release = nil (then Release = %v, key %q, id %q); want ErrAlreadyAcquired",
+				rerr, owner, l.ID())
+		}
+		if !errors.Is(err, redislock.ErrAlreadyAcquired) || !errors.Is(rerr, redislock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire() = %v, Release() = %v; want ErrAlreadyAcquired and ErrNotAcquired", err, rerr)
+		}
+		mustAcquire(t, ctx, l) // and the Lock is usable after
+	})
+}
+
+// The reply of an Extend moves the deadline of the hold it was sent for,
+// never of a later hold: here it arrives after Release and a new Acquire,
+// and the new hold still ends at its own 1 s expire, not 10 s later.
+func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
+		c.AddHook(hook)
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
+		mustAcquire(t, ctx, l)
+		extended := make(chan error, 1)
+		go func() { extended <- l.Extend(ctx, 10*time.Second) }()
+		<-ran
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		mustAcquire(t, ctx, l)
+		close(release)
+		if err := <-extended; err != nil {
+			t.Fatalf("Extend() = %v", err)
+		}
+		select {
+		case <-l.Done():
+		case <-time.After(time.Second + 500*time.Millisecond - time.Since(start)):
+			t.Fatalf("the new hold's Done still open %v after its 1 s acquire: the old hold's Extend moved its deadline", time.Since(start))
+		}
+	})
+}
+
+// Two Extends of one hold: the reply of the first, which Redis ran first,
+// arrives after the second's. The local deadline must follow the second
+// (which set the key's expire last), or it would outlive the key: the
+// hold's Done must have closed by the time the key is gone.
+func TestConcurrentExtendsKeepTheDeadlineWithinTheKey(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	admin := b.client()
+	c := b.client()
+	hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
+	c.AddHook(hook)
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	mustAcquire(t, ctx, l)
+	first := make(chan error, 1)
+	go func() { first <- l.Extend(ctx, 3*time.Second) }()
+	<-ran
+	second := make(chan error, 1)
+	go func() { second <- l.Extend(ctx, 200*time.Millisecond) }()
+	select { // without ordering it returns at once; with it, it waits
+	case <-second:
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); admin.Exists(ctx, l.Key()).Val() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("key still there 3 s on (PTTL %v)", admin.PTTL(ctx, l.Key()).Val())
+		}
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(150 * time.Millisecond):
+		t.Fatal("the key is gone, and the hold's Done is still open: its deadline outlived the key")
+	}
+}
