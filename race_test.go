@@ -14,7 +14,8 @@ import (
 
 // holdReply is a hook that, for the first command that match picks, lets
 // Redis run it and then holds its reply until release is closed; ran is
-// closed once Redis has run it.
+// closed once Redis has answered it. Cache the scripts first, or what Redis
+// answered may be a NOSCRIPT, which go-redis follows with an EVAL.
 func holdReply(match func(redis.Cmder) bool) (hook commandHook, ran, release chan struct{}) {
 	ran, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -75,10 +76,13 @@ func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
-		hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
-		c.AddHook(hook)
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
 		mustAcquire(t, ctx, l)
+		if err := l.Extend(ctx, 0); err != nil { // caches the script
+			t.Fatal(err)
+		}
+		hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
+		c.AddHook(hook)
 		extended := make(chan error, 1)
 		go func() { extended <- l.Extend(ctx, 10*time.Second) }()
 		<-ran
@@ -108,10 +112,13 @@ func TestConcurrentExtendsKeepTheDeadlineWithinTheKey(t *testing.T) {
 	ctx := ctxT(t)
 	admin := b.client()
 	c := b.client()
-	hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
-	c.AddHook(hook)
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 	mustAcquire(t, ctx, l)
+	if err := l.Extend(ctx, 0); err != nil { // caches the script
+		t.Fatal(err)
+	}
+	hook, ran, release := holdReply(func(cmd redis.Cmder) bool { return isScript(cmd, 6) })
+	c.AddHook(hook)
 	first := make(chan error, 1)
 	go func() { first <- l.Extend(ctx, 3*time.Second) }()
 	<-ran

@@ -158,6 +158,11 @@ func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
 	mustAcquire(t, ctx, l)
 	p.Blackhole(true)
 	<-renewalSent // the renewal, 3 s in, goes into the blackhole with 1.5 s to live
+	for deadline := time.Now().Add(time.Second); p.Held() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // wait until it is on the wire, its reply awaited
+			t.Fatal("the renewal did not reach the proxy")
+		}
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()

@@ -21,6 +21,7 @@ type Proxy struct {
 	latency   time.Duration
 	blackhole bool
 	dropNext  bool
+	held      int // chunks waiting for the blackhole to lift
 	closed    bool
 	conns     map[net.Conn]struct{}
 
@@ -65,6 +66,14 @@ func (p *Proxy) Blackhole(on bool) {
 	p.blackhole = on
 	p.mu.Unlock()
 	p.cond.Broadcast()
+}
+
+// Held returns how many chunks of data the blackhole holds: a request
+// sent into it has reached the proxy once Held counts it.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
 }
 
 // DropNextReply makes the proxy discard the next data the server sends and
@@ -134,8 +143,12 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.blackhole && !p.closed {
-				p.cond.Wait()
+			if p.blackhole && !p.closed {
+				p.held++
+				for p.blackhole && !p.closed {
+					p.cond.Wait()
+				}
+				p.held--
 			}
 			latency, closed := p.latency, p.closed
 			drop := fromServer && p.dropNext

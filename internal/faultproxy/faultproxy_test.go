@@ -72,6 +72,9 @@ func TestFaults(t *testing.T) {
 	if _, err := roundTrip(t, c, r, 200*time.Millisecond); err == nil {
 		t.Fatal("round trip through a blackhole succeeded")
 	}
+	if n := p.Held(); n != 1 {
+		t.Fatalf("Held() = %d with one request in the blackhole, want 1", n)
+	}
 	p.Blackhole(false)
 	// The held request is delivered once the blackhole heals.
 	c.SetDeadline(time.Now().Add(time.Second))
