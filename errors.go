@@ -62,10 +62,12 @@ var (
 	// key is left untouched.
 	ErrTakenOver = errors.New("redislock: lock key holds another owner's id")
 
-	// ErrUnreachable is the reason of a loss when no renewal succeeded
-	// before the lock's expire ran out on the local clock; it wraps the
-	// last Redis error.
-	ErrUnreachable = errors.New("redislock: no renewal succeeded before the expire ran out")
+	// ErrUnreachable is the reason of a loss when Redis did not answer in
+	// time: no renewal succeeded before the expire ran out (it wraps the
+	// last Redis error), or a Release got no reply, or could not be sent
+	// before its context ended (the key may then still hold this Lock's id
+	// until it expires or a later Release is answered).
+	ErrUnreachable = errors.New("redislock: Redis did not answer in time")
 
 	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the
 	// WithMaxHold limit and the expire then ran out.

@@ -49,14 +49,14 @@ type hold struct {
 	cleanup    runtime.Cleanup
 }
 
-// newHold starts a hold whose acquire was sent at sent. The local validity
+// newHold starts a hold, under id, whose acquire was sent at sent. The local validity
 // deadline counts from that moment, as the key's TTL counts from a moment
 // after it.
-func newHold(l *Lock, sent time.Time) *hold {
+func newHold(l *Lock, sent time.Time, id string) *hold {
 	h := &hold{
 		client:  l.client,
 		lockKey: l.keys[:1],
-		id:      l.ID(),
+		id:      id,
 		expire:  l.expire,
 		ack:     l.ack,
 		done:    make(chan struct{}),

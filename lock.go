@@ -44,15 +44,16 @@ type Lock struct {
 	autoRenewal    bool
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
-	maxSlice       time.Duration  // longest single BLPOP
-	neverHeld      chan struct{}  // closed; Done before the first acquire
-	cleanups       sync.WaitGroup // giveback scripts still running
-	turn           chan struct{}  // Locker's local mutex: one slot
+	maxSlice       time.Duration // longest single BLPOP
+	neverHeld      chan struct{} // closed; Done before the first acquire
+	cleanups       cleanups      // giveback scripts still running
+	turn           chan struct{} // Locker's local mutex: one slot
 
-	// mu guards state and hold.
-	mu    sync.Mutex
-	state lockState
-	hold  *hold // the current or last acquisition; nil before the first
+	// mu guards the fields below.
+	mu         sync.Mutex
+	state      lockState
+	hold       *hold  // the current or last acquisition; nil before the first
+	unreleased string // an earlier id whose release got no reply; see afterRelease
 }
 
 // lockState is what this Lock value believes; Redis has the last word.
@@ -134,8 +135,11 @@ func (l *Lock) Name() string { return l.name }
 // giveback that undoes an acquire attempt, had an attempt without a reply
 // (go-redis retried it, or gave up): that attempt may still reach Redis at
 // any later time (a request held by a partition runs when it heals), and
-// must not find, under the old id, a key this Lock acquired since. A
-// caller-given id (WithID) never changes; see WithID for what that costs.
+// must not find, under the old id, a key this Lock acquired since. If that
+// release got no reply at all, the key may still hold the old id: the next
+// Release sends the old id, and until then the key keeps the lock from
+// everyone, this Lock included, or until it expires. A caller-given id
+// (WithID) never changes; see WithID for what that costs.
 func (l *Lock) ID() string { return l.ident.Load().id }
 
 // identity is an owner id and the script arguments made from it once, so
@@ -207,13 +211,20 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 		prev.retire(ctx) // a lost hold's goroutine is exiting
 	}
 	// A giveback still running could release what we are about to take.
-	l.cleanups.Wait()
-
-	sent, token, err := l.acquire(ctx, blocking)
+	var (
+		sent time.Time
+		won  acquireResult
+	)
+	err := l.cleanups.wait(ctx)
+	if err != nil {
+		err = l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	} else {
+		sent, won, err = l.acquire(ctx, blocking)
+	}
 	var h *hold
 	if err == nil {
-		h = newHold(l, sent)
-		h.token = token
+		h = newHold(l, sent, won.id)
+		h.token = won.token
 		if l.autoRenewal {
 			err = h.startRenewal(sent)
 		}
@@ -258,7 +269,11 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 //
 // A retry is counted on *redis.Client, *redis.ClusterClient and
 // *redis.Ring, which encode each argument once per attempt; on other
-// clients a release is never taken for retried.
+// clients a release is never taken for retried. go-redis also retries
+// after some error replies (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN,
+// MOVED): such a retry is counted too, though the first attempt ran
+// nothing, so a key lost in a failover in the same window may be reported
+// as released.
 //
 // Release first tells this Lock's auto-renewal to stop (a renewal already
 // sent is not waited for: go-redis cannot abort a blocked read) and, after
@@ -296,7 +311,12 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 		l.state = stateIdle
 		l.mu.Unlock()
 	}()
-	l.cleanups.Wait()
+	if err := l.cleanups.wait(ctx); err != nil {
+		if h != nil {
+			h.end(lost(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
+		}
+		return l.wrap(fmt.Errorf("release: %w", err))
+	}
 	if h != nil {
 		// Stop renewing before the release is sent: a renewal that
 		// answers after it must not be read as a loss. One still in
@@ -305,13 +325,17 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	}
 
 	vouched := h != nil && h.valid()
-	n, retried, unanswered, err := l.sendRelease(ctx)
-	if l.autoID && (unanswered || (err != nil && !isReply(err))) {
-		// An attempt of this release got no reply: it may still reach
-		// Redis much later and delete whatever key holds our id then. A
-		// fresh id keeps this Lock's next holds out of its reach.
-		l.renewID()
+	// The id to release: the hold's own; else one whose release got no
+	// reply before (this Lock has a fresh id since); else this Lock's.
+	id := l.ID()
+	if h != nil {
+		id = h.id
+	} else if p := l.unreleasedID(); p != "" {
+		id = p
 	}
+	n, retried, unanswered, err := l.sendRelease(ctx, id)
+	l.afterRelease(id, unanswered, err)
+	noReply := err != nil && !isReply(err)
 	if !countsRetries(l.client) {
 		retried = false // unknown client: a retry cannot be told from an extra encoding
 	}
@@ -328,9 +352,14 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 		err, reason = ErrNotAcquired, ErrTakenOver
 	}
 	if h != nil {
-		if reason != nil {
+		switch {
+		case reason != nil:
 			h.end(lost(reason))
-		} else {
+		case noReply:
+			// Neither held nor released, as far as we can tell: the key
+			// may be ours until a Release that is answered, or its expire.
+			h.end(lost(fmt.Errorf("%w: the release got no reply: %w", ErrUnreachable, err)))
+		default:
 			h.end(ErrReleased)
 		}
 	}
@@ -345,8 +374,7 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 // reply: an earlier attempt may have run); unanswered whether any attempt,
 // of the EVALSHA or of the EVAL after a NOSCRIPT, went without a reply and
 // may yet run.
-func (l *Lock) sendRelease(ctx context.Context) (n int64, retried, unanswered bool, err error) {
-	own := l.ID()
+func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
 	sha := &countedArg{s: own}
 	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], sha, l.signalExpireMS).Int64()
 	final := sha
@@ -357,6 +385,36 @@ func (l *Lock) sendRelease(ctx context.Context) (n int64, retried, unanswered bo
 	}
 	retried = final.sends.Load() > 1
 	return n, retried, retried || sha.sends.Load() > 1, err
+}
+
+// afterRelease records the outcome of a release of id: when an attempt of
+// it got no reply, it may still reach Redis much later and delete whatever
+// key holds id then, so a Lock with its own random id takes a fresh one,
+// out of its reach; and when the release as a whole got no reply, the key
+// may still hold id, which the next Release then sends.
+func (l *Lock) afterRelease(id string, unanswered bool, err error) {
+	if !l.autoID {
+		return
+	}
+	noReply := err != nil && !isReply(err)
+	if unanswered || noReply {
+		l.renewID()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case noReply:
+		l.unreleased = id
+	case l.unreleased == id:
+		l.unreleased = ""
+	}
+}
+
+// unreleasedID returns the id of a release that got no reply, if any.
+func (l *Lock) unreleasedID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unreleased
 }
 
 // countsRetries reports whether client encodes each command argument once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +187,121 @@ func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
 		t.Fatalf("Acquire() with a 200 ms context took %v", took)
 	}
 	p.Blackhole(false)
+}
+
+// failReleases fails the next n release scripts (two keys, two arguments)
+// before they are sent, with an error that is not a Redis reply.
+func failReleases(n *atomic.Int32) commandHook {
+	return func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, 7) && cmd.Args()[2] == "2" && n.Add(-1) >= 0 {
+			err := errors.New("injected: dial tcp: connection refused")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A Release that got no reply (here: never sent) leaves the key as it was;
+// the hold ends as unreachable, not released, and the next Release frees
+// the key, though the Lock took a fresh id meanwhile. The same for a
+// Release whose context had already ended, and for Locker.Unlock, which
+// retries.
+func TestFailedReleaseCanBeRetried(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		admin := b.client()
+		c := b.client()
+		var fail atomic.Int32
+		c.AddHook(failReleases(&fail))
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+
+		mustAcquire(t, ctx, l)
+		fail.Store(1)
+		if err := l.Release(ctx); err == nil {
+			t.Fatal("Release() with the connection refused = nil")
+		}
+		if err := l.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrUnreachable) {
+			t.Fatalf("Err() after a Release that got no reply = %v, want ErrLost and ErrUnreachable", err)
+		}
+		if err := l.Release(ctx); err != nil || admin.Exists(ctx, l.Key()).Val() != 0 {
+			t.Fatalf("second Release() = %v (key exists %d), want nil and the key gone", err, admin.Exists(ctx, l.Key()).Val())
+		}
+		mustAcquire(t, ctx, l)
+
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := l.Release(cancelled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Release(cancelled) = %v, want context.Canceled", err)
+		}
+		if err := l.Release(ctx); err != nil || admin.Exists(ctx, l.Key()).Val() != 0 {
+			t.Fatalf("Release() after a cancelled one = %v (key exists %d), want nil and the key gone", err, admin.Exists(ctx, l.Key()).Val())
+		}
+
+		mu := l.Locker()
+		mu.Lock()
+		fail.Store(1)
+		mu.Unlock() // retries
+		if n := admin.Exists(ctx, l.Key()).Val(); n != 0 {
+			t.Fatal("Unlock() returned with the key still held")
+		}
+	})
+}
+
+// An acquire that too few replicas acknowledged is released at once; when
+// that release gets no reply the Lock takes a fresh id (the release may
+// still land late), and the next Release frees the key under the old one.
+func TestUnacknowledgedAcquireWhoseReleaseFails(t *testing.T) {
+	s := redistest.Start(t) // no replica: WAIT 1 answers 0
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client()
+	var fail atomic.Int32
+	c.AddHook(failReleases(&fail))
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, 20*time.Millisecond))
+	oldID := l.ID()
+	fail.Store(1)
+	if err := l.TryAcquire(ctx); !errors.Is(err, redislock.ErrNotReplicated) {
+		t.Fatalf("TryAcquire() = %v, want ErrNotReplicated", err)
+	}
+	if l.ID() == oldID || admin.Get(ctx, l.Key()).Val() != oldID {
+		t.Fatalf("after the failed release: id %q (was %q), key %q; want a fresh id and the key under the old one",
+			l.ID(), oldID, admin.Get(ctx, l.Key()).Val())
+	}
+	if err := l.Release(ctx); err != nil || admin.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatalf("Release() = %v (key exists %d), want the old key freed", err, admin.Exists(ctx, l.Key()).Val())
+	}
+}
+
+// Release and Acquire wait for a pending giveback only as long as their
+// context allows (here the giveback is stuck in a blackhole for 2 s).
+func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	ctx := ctxT(t)
+	c := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	defer p.Blackhole(false)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.TryAcquire(tctx); err == nil {
+		t.Fatal("TryAcquire() in a blackhole = nil")
+	} // its giveback is now pending
+	for _, call := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"Release", l.Release}, {"TryAcquire", l.TryAcquire}} {
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		start := time.Now()
+		err := call.fn(cctx)
+		cancel()
+		if took := time.Since(start); err == nil || took > 800*time.Millisecond {
+			t.Fatalf("%s() with a 200 ms context and a giveback pending = %v after %v, want an error within 800 ms", call.name, err, took)
+		}
+	}
 }

@@ -71,8 +71,9 @@ const (
 // acquireResult is the acquire script's reply.
 type acquireResult struct {
 	status acquireStatus
-	pttl   int64 // busy: the holder's remaining TTL in ms; -1 when it never expires
-	token  int64 // acquired: the fencing token; 0 without fencing
+	pttl   int64  // busy: the holder's remaining TTL in ms; -1 when it never expires
+	token  int64  // acquired: the fencing token; 0 without fencing
+	id     string // the owner id the try was sent with
 }
 
 var errBadReply = errors.New("redislock: unexpected reply from Redis")

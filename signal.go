@@ -70,9 +70,9 @@ func maxSliceFor(rt, expire time.Duration, ack replicaAck) time.Duration {
 // acquire tries to take the lock and, when blocking, waits for it. It
 // returns when the winning try was sent and the fencing token it got, or
 // why there was none.
-func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, token int64, err error) {
+func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won acquireResult, err error) {
 	if err := ctx.Err(); err != nil {
-		return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+		return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	sent = time.Now()
 	res, terr := l.try(ctx)
@@ -85,18 +85,18 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 	popped := false // the last BLPOP took a wake-up signal
 	for {
 		if terr != nil {
-			return sent, 0, l.fail(ctx, terr, popped)
+			return sent, acquireResult{}, l.fail(ctx, terr, popped)
 		}
 		switch res.status {
 		case statusAcquired:
-			return sent, res.token, nil
+			return sent, res, nil
 		case statusOurs:
 			// A signal we popped needs no giveback: the key is held (by
 			// our shared id), and its release signals again.
-			return sent, 0, l.wrap(ErrAlreadyAcquired)
+			return sent, acquireResult{}, l.wrap(ErrAlreadyAcquired)
 		}
 		if !blocking {
-			return sent, 0, l.wrap(ErrLocked)
+			return sent, acquireResult{}, l.wrap(ErrLocked)
 		}
 		if t == nil {
 			// Wait our turn behind this process's other waiters.
@@ -110,7 +110,7 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, toke
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return sent, 0, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
 		sent = time.Now()
 		res, popped, terr = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
@@ -136,22 +136,28 @@ func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
 	if !l.ack.on() {
 		in := l.ident.Load()
-		return parseAcquire(runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs))
+		res, err := parseAcquire(runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs))
+		res.id = in.id
+		return res, err
 	}
-	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, l.ident.Load().acquireArgs...)
-	return l.acked(ctx, cmd, ackErr)
+	in := l.ident.Load()
+	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, in.acquireArgs...)
+	return l.acked(ctx, in.id, cmd, ackErr)
 }
 
-// acked parses an acquire reply and, when it took the lock but too few
-// replicas acknowledged it, releases the key again and returns ackErr.
-func (l *Lock) acked(ctx context.Context, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
+// acked parses the reply of an acquire sent with id and, when it took the
+// lock but too few replicas acknowledged it, releases the key again (as
+// Release would, id renewal included) and returns ackErr.
+func (l *Lock) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
 	res, err := parseAcquire(cmd)
+	res.id = id
 	if err != nil || res.status != statusAcquired || ackErr == nil {
 		return res, err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(rctx, l.client, l.keys, l.ident.Load().releaseArgs...)
+	_, _, unanswered, rerr := l.sendRelease(rctx, id)
+	l.afterRelease(id, unanswered, rerr)
 	return res, ackErr
 }
 
@@ -186,7 +192,8 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResu
 	}
 	pipe := client.Pipeline()
 	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
-	tryCmd := pipe.Do(ctx, l.ident.Load().acquireCmd...)
+	in := l.ident.Load()
+	tryCmd := pipe.Do(ctx, in.acquireCmd...)
 	var waitCmd *redis.Cmd
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
@@ -198,7 +205,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResu
 		ackErr = l.ack.check(waitCmd)
 	}
 	popped = popCmd.Err() == nil
-	res, err = l.acked(ctx, tryCmd, ackErr)
+	res, err = l.acked(ctx, in.id, tryCmd, ackErr)
 	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && err == nil {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
@@ -247,9 +254,9 @@ func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 func (l *Lock) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	id := l.ID()
-	l.cleanups.Add(1)
+	l.cleanups.add()
 	go func() {
-		defer l.cleanups.Done()
+		defer l.cleanups.done()
 		defer cancel()
 		sha, eval := &countedArg{s: id}, &countedArg{s: id}
 		err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag()).Err()
