@@ -135,7 +135,7 @@ func ExampleLock_Do() {
 	ctx := context.Background()
 
 	lock, _ := redislock.New(client, "ocr:doc-17",
-		redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
 	err := lock.Do(ctx, func(ctx context.Context) error {
 		fmt.Println("working under the lock")
 		return nil
@@ -145,7 +145,7 @@ func ExampleLock_Do() {
 	err = lock.Do(ctx, func(ctx context.Context) error {
 		admin, _ := redislock.New(client, "ocr:doc-17")
 		_ = admin.Reset(ctx) // an operator frees the lock under us
-		<-ctx.Done()         // noticed at the next renewal (200 ms)
+		<-ctx.Done()         // noticed at the next renewal (400 ms)
 		fmt.Println("stopped:", errors.Is(context.Cause(ctx), redislock.ErrLost))
 		return context.Cause(ctx)
 	})
@@ -182,7 +182,7 @@ func ExampleWithAutoRenewal() {
 	ctx := context.Background()
 
 	lock, _ := redislock.New(client, "expire-checkouts",
-		redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
 	if err := lock.Acquire(ctx); err != nil {
 		panic(err)
 	}
