@@ -60,7 +60,8 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Cont resumes a server paused with Pause.
 func (s *Server) Cont() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
-// StartReplica starts a replica of primary and waits until its link is up.
+// StartReplica starts a replica of primary and waits until its link is up
+// and the primary counts it for WAIT: a write is acknowledged by it.
 func StartReplica(t testing.TB, primary *Server) *Server {
 	t.Helper()
 	// The primary would wait 5 s for more replicas before a diskless sync.
@@ -73,6 +74,21 @@ func StartReplica(t testing.TB, primary *Server) *Server {
 	r := Start(t, fmt.Sprintf("replicaof 127.0.0.1 %d", primary.Port()))
 	waitFor(t, 10*time.Second, "replica link up", func() bool {
 		return infoField(r.Addr, "replication", "master_link_status") == "up"
+	})
+	// The replica's side of the link comes up before the primary has it
+	// online and acknowledging; WAIT, which WithReplicaAck relies on, only
+	// counts it then (on a loaded machine, a while later).
+	pc = redis.NewClient(&redis.Options{Addr: primary.Addr, MaxRetries: -1})
+	defer pc.Close()
+	waitFor(t, 10*time.Second, "replica acknowledging writes", func() bool {
+		ctx := context.Background()
+		pipe := pc.Pipeline()
+		pipe.Set(ctx, "redistest:replica-ready", "1", 0)
+		pipe.Del(ctx, "redistest:replica-ready")
+		wait := pipe.Do(ctx, "WAIT", 1, 100)
+		pipe.Exec(ctx)
+		n, err := wait.Int()
+		return err == nil && n >= 1
 	})
 	return r
 }
