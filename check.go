@@ -36,9 +36,9 @@ func (s Severity) String() string {
 
 // A Finding is one thing Check reports about one Redis node.
 type Finding struct {
-	Severity Severity
-	Node     string // the node's address
-	Message  string
+	Severity Severity // how much it matters: Problem, Warning or Info
+	Node     string   // the node's address
+	Message  string   // what was found and what to do about it
 }
 
 // String formats the finding as "severity: node: message".

@@ -37,14 +37,48 @@ func Example() {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := lock.Acquire(ctx); err != nil {
-		fmt.Println("not acquired:", err)
+		fmt.Println("not acquired:", err) // errors.Is(err, redislock.ErrLocked) on timeout
 		return
 	}
+	defer lock.Release(context.WithoutCancel(ctx))
 	fmt.Println("running the report")
-	if err := lock.Release(ctx); err != nil {
-		fmt.Println("lock was lost before release:", err)
-	}
 	// Output: running the report
+}
+
+// New checks its arguments and sends nothing: a bad option is an error
+// here, never later.
+func ExampleNew() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+
+	_, err := redislock.New(client, "reports", redislock.WithExpire(-time.Second))
+	fmt.Println(errors.Is(err, redislock.ErrInvalidExpire), errors.Is(err, redislock.ErrInvalidArgument))
+	lock, err := redislock.New(client, "reports", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	fmt.Println(lock.Key(), err)
+	// Output:
+	// true true
+	// lock:reports <nil>
+}
+
+// WithFencing gives every grant a token larger than all before it, to send
+// with each write to the protected resource.
+func ExampleWithFencing() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	var last int64
+	for i := 0; i < 3; i++ {
+		lock, _ := redislock.New(client, "invoice:42", redislock.WithExpire(time.Minute), redislock.WithFencing())
+		_ = lock.Acquire(ctx)
+		fmt.Println("token grows:", lock.Token() > last)
+		last = lock.Token()
+		_ = lock.Release(ctx)
+	}
+	// Output:
+	// token grows: true
+	// token grows: true
+	// token grows: true
 }
 
 // Non-blocking use, as a cron job that skips its run when another host is

@@ -1,5 +1,7 @@
 module github.com/go-redis-lock/redislock/bench
 
+// go 1.26.0, not the library's 1.24: the peers benchmarked here (redsync
+// v4.18.1, go-redis v9.23.0, golang.org/x/sys v0.48.0) declare go 1.26.0.
 go 1.26.0
 
 replace github.com/go-redis-lock/redislock => ../

@@ -113,8 +113,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // version returns the module version the binary was built from: the tag
-// when it was installed with go install ...@vX, otherwise "(devel)" with
-// the VCS revision and time that go build stamps, if any.
+// when it was installed with go install ...@vX or built at a tag; the
+// pseudo-version (v0.0.0-time-revision, "+dirty" with uncommitted changes)
+// that go build stamps in a clone since Go 1.24; "(devel)" with the VCS
+// revision for a build that carries a revision but no version; and a plain
+// "(devel)" from go run or -buildvcs=false, which record neither.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
