@@ -202,8 +202,9 @@ func TestRetriedGivebackRenewsID(t *testing.T) {
 	ctx := ctxT(t)
 	c := clientVia(t, p)
 	hook := &unsent{}
+	var dropGivebackReply atomic.Bool
 	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, 8) && hook.failGiveback.CompareAndSwap(true, false) {
+		if isScript(cmd, 8) && dropGivebackReply.CompareAndSwap(true, false) {
 			p.DropNextReply() // this giveback runs; its reply is lost; go-redis retries
 		}
 		return hook.hook(ctx, cmd, next)
@@ -224,12 +225,12 @@ func TestRetriedGivebackRenewsID(t *testing.T) {
 		t.Fatal("ID() changed after an answered giveback")
 	}
 	hook.failAcquire.Store(true)
+	dropGivebackReply.Store(true)
 	if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
 		t.Fatalf("TryAcquire() = %v, want the injected fault", err)
 	}
-	hook.failGiveback.Store(true) // the giveback is sent after TryAcquire returns
-	mustAcquire(t, ctx, l)
-	if hook.failGiveback.Load() {
+	mustAcquire(t, ctx, l) // waits for the giveback
+	if dropGivebackReply.Load() {
 		t.Fatal("no giveback was sent")
 	}
 	if l.ID() == oldID {
