@@ -27,8 +27,10 @@ func TestDoReleasesOnlyItsOwnHold(t *testing.T) {
 				ctx := ctxT(t)
 				admin := b.client()
 				// No renewal: the hold is lost when its expire runs out on
-				// the local clock.
-				l := mustNew(t, b.client(), "job", redislock.WithExpire(300*time.Millisecond))
+				// the local clock. G2's hold has the same expire, which
+				// must outlast its stay in the critical section on a
+				// loaded machine.
+				l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Second))
 				g2Holds := make(chan struct{})
 				g1Returned := make(chan error, 1)
 				var inG2 []string // what G2 saw while in its critical section

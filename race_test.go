@@ -139,7 +139,7 @@ func TestConcurrentExtendsKeepTheDeadlineWithinTheKey(t *testing.T) {
 	}
 	select {
 	case <-l.Done():
-	case <-time.After(150 * time.Millisecond):
+	case <-time.After(500 * time.Millisecond): // timer slack on a loaded machine; the bug is 3 s
 		t.Fatal("the key is gone, and the hold's Done is still open: its deadline outlived the key")
 	}
 }
