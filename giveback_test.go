@@ -117,6 +117,16 @@ func (h *unsent) hook(ctx context.Context, cmd redis.Cmder, next redis.ProcessHo
 	return next(ctx, cmd)
 }
 
+// awaitGiveback waits until a giveback has been failed by the hook.
+func (h *unsent) awaitGiveback(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); h.givebacks.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no giveback was sent in 5 s")
+		}
+	}
+}
+
 // A giveback that got no reply may run much later (a request held by a
 // partition runs when it heals). It must not delete a hold that the same
 // Lock acquired since: the Lock takes a fresh id, so the late giveback, run
@@ -136,11 +146,7 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 		if err := l.TryAcquire(ctx); !errors.Is(err, errUnsent) {
 			t.Fatalf("TryAcquire() = %v, want the injected fault", err)
 		}
-		for deadline := time.Now().Add(5 * time.Second); hook.givebacks.Load() == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no giveback was sent in 5 s")
-			}
-		}
+		hook.awaitGiveback(t)
 		hook.failGiveback.Store(false)
 		mustAcquire(t, ctx, l) // waits for the failed giveback to end
 		if l.ID() == oldID {
@@ -170,11 +176,7 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 		if err := shared.TryAcquire(ctx); !errors.Is(err, errUnsent) {
 			t.Fatalf("TryAcquire() = %v, want the injected fault", err)
 		}
-		for deadline := time.Now().Add(5 * time.Second); hook.givebacks.Load() == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no giveback was sent in 5 s")
-			}
-		}
+		hook.awaitGiveback(t)
 		hook.failGiveback.Store(false)
 		mustAcquire(t, ctx, shared)
 		if shared.ID() != "worker-7" {

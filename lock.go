@@ -147,7 +147,6 @@ func (l *Lock) ID() string { return l.ident.Load().id }
 type identity struct {
 	id          string
 	acquireArgs []any // ARGV of the acquire script
-	releaseArgs []any // ARGV of the release script
 	acquireCmd  []any // the whole EVALSHA command of acquire
 }
 
@@ -155,7 +154,6 @@ func (l *Lock) newIdentity(id string) *identity {
 	in := &identity{
 		id:          id,
 		acquireArgs: []any{id, l.expireMS, l.ownFlag()},
-		releaseArgs: []any{id, l.signalExpireMS},
 	}
 	in.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, in.acquireArgs)
 	return in
