@@ -71,12 +71,9 @@ const (
 // option's error (all matching ErrInvalidArgument), wrapped with the name.
 //
 // client may be a *redis.Client (single node or Sentinel failover), a
-// *redis.ClusterClient or any redis.UniversalClient. For a context
-// deadline to interrupt a blocking wait at once, create the client with
-// ContextTimeoutEnabled; without it the wait slices are cut to the
-// deadline. A cancellation without a deadline is not seen by go-redis
-// while it reads: a waiter notices it at the end of the current wait slice
-// (at most two seconds).
+// *redis.ClusterClient or any redis.UniversalClient. Whatever the client's options, an Acquire returns as soon as its
+// context ends, cancelled or past its deadline, even while it waits in
+// Redis; see Settle for what it leaves running behind it.
 func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
@@ -244,6 +241,23 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	}
 	l.mu.Unlock()
 	return h, err
+}
+
+// Settle waits, as long as ctx allows, for the work this Lock still runs in
+// the background: an Acquire given up while it waited in Redis (its
+// context ended) returns at once, and the wait it had sent is finished
+// behind it (a signal it popped is pushed back, a lock its last try took
+// is released), as is the undoing of an attempt whose reply was lost. The
+// Lock's next Acquire, TryAcquire and Release wait for it anyway; a
+// process that gives up an Acquire and then exits calls Settle first, or
+// a waiter elsewhere may sleep until its wait slice ends, or the lock stay
+// taken until its expire. It returns ctx's error if ctx ends first.
+func (l *Lock) Settle(ctx context.Context) error {
+	err := l.cleanups.wait(ctx)
+	if err == nil {
+		return nil
+	}
+	return l.wrap(fmt.Errorf("settle: %w", err))
 }
 
 // Release deletes the lock key if it holds this Lock's id and wakes one

@@ -94,7 +94,7 @@ func TestLocalQueueLeavers(t *testing.T) {
 	if r := receive(t, mid); !errors.Is(r.err, redislock.ErrLocked) || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("queued waiter after cancel: %v, want ErrLocked and Canceled", r.err)
 	}
-	cancelHead() // the head gives up (at the end of its slice without ContextTimeoutEnabled)
+	cancelHead() // the head gives up at once; its BLPOP is finished in the background
 	if r := receive(t, head); !errors.Is(r.err, redislock.ErrLocked) {
 		t.Fatalf("head after cancel: %v, want ErrLocked", r.err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,10 +80,11 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 	var t *ticket // our place in the local queue, once we wait
 	defer func() {
 		if t != nil {
-			t.leave(l.expiresHint(res, terr))
+			t.leave(l.expiresHint(res, terr, sent))
 		}
 	}()
 	popped := false // the last BLPOP took a wake-up signal
+	wake := ""      // this waiter's wake key, made when it first waits in Redis
 	for {
 		if terr != nil {
 			return sent, acquireResult{}, l.fail(ctx, terr, popped)
@@ -112,22 +114,32 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		if err := ctx.Err(); err != nil {
 			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
-		sent = time.Now()
-		res, popped, terr = l.waitAndTry(ctx, l.slice(ctx, res.pttl))
+		if wake == "" {
+			wake = wakeKey(l.keys[1])
+		}
+		wsent := time.Now()
+		wres, wpopped, werr := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake)
+		if werr != nil && ctx.Err() != nil && errors.Is(werr, ctx.Err()) {
+			// Given up while waiting: abandonWait settles the attempt.
+			// res, from the try before, is what the next waiter learns.
+			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, werr))
+		}
+		sent, res, popped, terr = wsent, wres, wpopped, werr
 	}
 }
 
 // expiresHint is what a waiter leaving the queue tells the next one about
-// the holder's expiry, from its last try: our own expire when we acquired,
-// the holder's PTTL when it was busy, nothing when we do not know.
-func (l *Lock) expiresHint(res acquireResult, err error) time.Time {
+// the holder's expiry, from its last try, sent at sent: our own expire when
+// we acquired, the holder's PTTL when it was busy, nothing when we do not
+// know. Counted from when the try was sent, it is never late.
+func (l *Lock) expiresHint(res acquireResult, err error, sent time.Time) time.Time {
 	switch {
 	case err != nil:
 		return time.Time{}
 	case res.status == statusAcquired && l.expire > 0:
-		return time.Now().Add(l.expire)
+		return sent.Add(l.expire)
 	case res.status == statusBusy && res.pttl > 0:
-		return time.Now().Add(time.Duration(res.pttl) * time.Millisecond)
+		return sent.Add(time.Duration(res.pttl) * time.Millisecond)
 	}
 	return time.Time{}
 }
@@ -176,22 +188,125 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 }
 
 // waitAndTry sends BLPOP on the signal list for d and, in the same
-// pipeline, the next try-acquire. popped reports whether the BLPOP took a
-// wake-up signal: if the caller then ends without the lock, whatever the
-// try's result (an error reply such as OOM included), it must give the
-// signal back, or a waiter of another process may sleep on.
+// pipeline, the next try-acquire (see pipeWait), and returns its outcome,
+// or as soon as ctx ends, whichever comes first.
+//
+// go-redis cannot abort a read in progress: a cancellation without a
+// deadline, and any deadline without ContextTimeoutEnabled, would only be
+// seen when the BLPOP returns. So the pipeline runs on a context of its
+// own, and when ctx ends first waitAndTry returns at once with ctx's error
+// while the pipeline is finished off in the background (see abandonWait):
+// its BLPOP is woken through the waiter's wake key, a signal it popped is
+// given back and a lock its try took is released. The Lock's next Acquire
+// or Release waits for that.
+func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) (res acquireResult, popped bool, err error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
+	if ctx.Done() == nil { // cannot end: no need to watch it
+		defer cancel()
+		r := l.pipeWait(pctx, d, wake)
+		return r.res, r.popped, r.err
+	}
+	ch := make(chan waitResult, 1)
+	go func() {
+		defer cancel()
+		ch <- l.pipeWait(pctx, d, wake)
+	}()
+	select {
+	case r := <-ch:
+		return r.res, r.popped, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-ch: // it answered meanwhile: keep what it won
+		return r.res, r.popped, r.err
+	default:
+	}
+	l.cleanups.add()
+	go l.abandonWait(context.WithoutCancel(ctx), wake, ch)
+	return acquireResult{}, false, ctx.Err()
+}
+
+// waitResult is what one pipelined BLPOP and try came to.
+type waitResult struct {
+	res    acquireResult
+	popped bool // the BLPOP took a wake-up signal
+	woken  bool // the BLPOP took the wake key's element
+	err    error
+}
+
+// abandonWait finishes a wait whose caller has gone (see waitAndTry): it
+// wakes the BLPOP still blocked, waits for the pipeline's outcome and
+// undoes it, then removes the wake element if the BLPOP never took it.
+func (l *Lock) abandonWait(ctx context.Context, wake string, ch <-chan waitResult) {
+	defer l.cleanups.done()
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	pushed := false
+	if wake != "" {
+		pipe := l.client.TxPipeline()
+		pipe.LPush(ctx, wake, "1")
+		pipe.PExpire(ctx, wake, wakeExpire)
+		_, err := pipe.Exec(ctx)
+		pushed = err == nil
+	}
+	var r waitResult
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		r = <-ch // bounded: the pipeline's own context ends too
+	}
+	switch {
+	case r.err == nil && r.res.status == statusAcquired:
+		// The try took the lock after the caller left: release it,
+		// which also wakes the next waiter.
+		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
+		l.afterRelease(r.res.id, unanswered, err)
+	case r.popped || (r.err != nil && !isReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
+		l.giveBackNow(ctx)
+	}
+	if pushed && !r.woken {
+		l.client.Del(ctx, wake)
+	}
+}
+
+// wakeExpire bounds how long a wake element outlives a BLPOP that never
+// took it (abandonWait deletes it; this covers a failure to).
+const wakeExpire = 5 * time.Second
+
+// wakeKey returns a fresh key, unique to one waiting Acquire, that its
+// BLPOP waits on beside the signal list so that abandonWait can wake it:
+// the signal key with a suffix, so that an ACL that allows the signal keys
+// allows it, and a hash tag in the signal key (Redis Cluster) puts it in
+// the same slot. On a go-redis Ring without hash tags it may live on
+// another shard, where the wake misses: the BLPOP then runs to the end of
+// its slice.
+func wakeKey(signalKey string) string {
+	return signalKey + ":wake:" + uuid.NewString()
+}
+
+// pipeWait sends BLPOP on the signal list (and the wake key) for d and, in
+// the same pipeline, the next try-acquire. popped reports whether the
+// BLPOP took a wake-up signal: if the caller then ends without the lock,
+// whatever the try's result (an error reply such as OOM included), it must
+// give the signal back, or a waiter of another process may sleep on.
 //
 // With replica ack, WAIT follows in the same pipeline, on the master of the
 // lock key.
-func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResult, popped bool, err error) {
+func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r waitResult) {
 	client := l.client
 	if l.ack.on() {
+		var err error
 		if client, err = node(ctx, l.client, l.keys[0]); err != nil {
-			return acquireResult{}, false, err
+			return waitResult{err: err}
 		}
 	}
 	pipe := client.Pipeline()
-	popCmd := pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
+	var popCmd *redis.Cmd
+	if wake != "" {
+		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], wake, formatSeconds(d))
+	} else {
+		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
+	}
 	in := l.ident.Load()
 	tryCmd := pipe.Do(ctx, in.acquireCmd...)
 	var waitCmd *redis.Cmd
@@ -204,21 +319,25 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration) (res acquireResu
 	if waitCmd != nil {
 		ackErr = l.ack.check(waitCmd)
 	}
-	popped = popCmd.Err() == nil
-	res, err = l.acked(ctx, in.id, tryCmd, ackErr)
-	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && err == nil {
+	if kv, err := popCmd.StringSlice(); err == nil && len(kv) == 2 {
+		r.popped = kv[0] == l.keys[1]
+		r.woken = kv[0] == wake
+	}
+	r.res, r.err = l.acked(ctx, in.id, tryCmd, ackErr)
+	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && r.err == nil {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
-		if res.status == statusBusy {
-			return res, popped, fmt.Errorf("wait on %q: %w", l.keys[1], perr)
+		if r.res.status == statusBusy {
+			r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
+			return r
 		}
 	}
-	if isNoScript(err) {
+	if isNoScript(r.err) {
 		// Redis's script cache was empty (a restart, SCRIPT FLUSH): the
 		// BLPOP has run; try again with EVAL, which also reloads it.
-		res, err = l.try(ctx)
+		r.res, r.err = l.try(ctx)
 	}
-	return res, popped, err
+	return r
 }
 
 // fail turns an error from an acquire attempt into Acquire's result. When
@@ -252,25 +371,30 @@ func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 // late giveback cannot match a key this Lock acquires since. Errors are dropped otherwise: the lock's expire is then
 // the backstop, and the waiters' slices are bounded by it.
 func (l *Lock) giveBack(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	id := l.ID()
 	l.cleanups.add()
 	go func() {
 		defer l.cleanups.done()
-		defer cancel()
-		sha, eval := &countedArg{s: id}, &countedArg{s: id}
-		err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag()).Err()
-		if isNoScript(err) { // not cached: EVAL caches it
-			err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag()).Err()
-		}
-		retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
-		if l.autoID && (retried || (err != nil && !isReply(err))) {
-			// An attempt got no reply and may run later, when this Lock
-			// may hold the lock again under the same id: it would delete
-			// that hold. A fresh id makes it miss.
-			l.renewID()
-		}
+		l.giveBackNow(ctx)
 	}()
+}
+
+// giveBackNow runs the giveback script (see giveBack) and waits for it.
+func (l *Lock) giveBackNow(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	id := l.ID()
+	sha, eval := &countedArg{s: id}, &countedArg{s: id}
+	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag()).Err()
+	if isNoScript(err) { // not cached: EVAL caches it
+		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag()).Err()
+	}
+	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
+	if l.autoID && (retried || (err != nil && !isReply(err))) {
+		// An attempt got no reply and may run later, when this Lock
+		// may hold the lock again under the same id: it would delete
+		// that hold. A fresh id makes it miss.
+		l.renewID()
+	}
 }
 
 // ownFlag is the scripts' ARGV flag saying whether the id is this Lock's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,7 +72,13 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 			}
 			waitBlocked(t, s.Client(), "blpop")
 			cmd.Process.Signal(sig)
-			t.Logf("%v -> exit: %v", sig, waitExit(t, cmd, 10*time.Second))
+			took := waitExit(t, cmd, 10*time.Second)
+			t.Logf("%v -> exit: %v", sig, took)
+			// The wait slice is 2 s: an exit that waited for the BLPOP to
+			// end (as before) would take most of it.
+			if took > 500*time.Millisecond {
+				t.Fatalf("run took %v to exit after %v while waiting; want it at once", took, sig)
+			}
 			want := 128 + int(sig)
 			if code := cmd.ProcessState.ExitCode(); code != want || !strings.Contains(stderr.String(), "interrupted by SIG") {
 				t.Fatalf("run interrupted by %v while waiting: exit %d, stderr %q; want %d and an interruption message", sig, code, stderr.String(), want)
@@ -79,7 +86,52 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 			if got := s.Client().Get(ctx, "lock:job").Val(); got != "holder-1" {
 				t.Fatalf("the interrupted run changed the key to %q", got)
 			}
+			if keys := s.Client().Keys(ctx, "*:wake:*").Val(); len(keys) != 0 {
+				t.Fatalf("the interrupted run left %q behind", keys)
+			}
 		})
+	}
+}
+
+// How soon run exits on SIGINT while it waits, over 20 runs: the figure
+// the README quotes. Every run must leave the holder's key alone and exit
+// with 130; the bound only separates "at once" from "at the end of the
+// 2 s wait slice".
+func TestRunInterruptLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 processes; -short skips it")
+	}
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	holder, _ := redislock.New(s.Client(), "job", redislock.WithID("holder-1"))
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for i := range 20 {
+		cmd := cliCmd(t, "run", "--redis", url, "job", "--", "true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitBlocked(t, s.Client(), "blpop")
+		time.Sleep(time.Duration(i%5) * 20 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		took = append(took, waitExit(t, cmd, 10*time.Second))
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Fatalf("run %d: exit %d after SIGINT, want 130", i, code)
+		}
+		if got := s.Client().Get(ctx, "lock:job").Val(); got != "holder-1" {
+			t.Fatalf("run %d changed the key to %q", i, got)
+		}
+		for strings.Contains(s.Client().ClientList(ctx).Val(), "cmd=blpop") {
+			time.Sleep(time.Millisecond) // its connection is gone before the next one waits
+		}
+	}
+	slices.Sort(took)
+	t.Logf("SIGINT -> exit, 20 runs: p50 %v, max %v", took[9], took[19])
+	if took[19] > 500*time.Millisecond {
+		t.Fatalf("slowest exit after SIGINT: %v; want far less than the 2 s slice", took[19])
 	}
 }
 

@@ -167,6 +167,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	sig, err := takeLock(context.WithoutCancel(ctx), lock, client, where, f, sigs)
+	if err != nil {
+		// An Acquire that gave up returned at once; what it had sent to
+		// Redis is finished behind it (a wake-up it took is passed on, a
+		// lock its last try took is released). Wait for that, briefly,
+		// so that exiting leaves nothing behind.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), f.relTimeout)
+		_ = lock.Settle(sctx)
+		scancel()
+	}
 	if sig != 0 {
 		state := "COMMAND did not start"
 		if err == nil {

@@ -1,0 +1,256 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// A waiter whose context is cancelled (no deadline) in the middle of a
+// BLPOP slice returns at once, with or without ContextTimeoutEnabled,
+// although go-redis cannot interrupt the read: the wait is finished in the
+// background. Fifty tries on one Lock (each joins the one before), then:
+// the holder still holds, no wake key is left, the next release wakes a
+// waiter (no signal was lost), and no goroutine is left over. Before the
+// fix each try returned at the end of its 2 s slice.
+func TestCancelledWaitReturnsAtOnce(t *testing.T) {
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server stops
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			opt := func(o *redis.Options) { o.ContextTimeoutEnabled = timeouts }
+			holder := mustNew(t, s.Client(), "job") // no expire: 2 s slices
+			mustAcquire(t, ctx, holder)
+			waiter := mustNew(t, s.Client(opt), "job")
+
+			const tries = 50
+			var took []time.Duration
+			for i := range tries {
+				if err := waiter.Settle(ctx); err != nil {
+					t.Fatal(err)
+				}
+				waitBlocked(t, admin, 0)
+				wctx, cancel := context.WithCancel(ctx)
+				ch := acquireAsync(wctx, waiter)
+				waitBlocked(t, admin, 1)
+				time.Sleep(time.Duration(i%10) * 10 * time.Millisecond) // somewhere in the slice
+				start := time.Now()
+				cancel()
+				r := receive(t, ch)
+				if !errors.Is(r.err, redislock.ErrLocked) || !errors.Is(r.err, context.Canceled) {
+					t.Fatalf("try %d: Acquire() = %v, want ErrLocked and context.Canceled", i, r.err)
+				}
+				took = append(took, r.at.Sub(start))
+			}
+			slices.Sort(took)
+			t.Logf("cancel -> Acquire returned, %d tries: p50 %v, p99 (nearest rank: the slowest of 50) %v", tries, took[tries/2-1], took[tries-1])
+			// The slice is 2 s: a return that waited for the BLPOP would
+			// take hundreds of milliseconds in most tries.
+			if took[tries-1] > 250*time.Millisecond {
+				t.Fatalf("slowest return after cancel: %v; want far less than the 2 s slice", took[tries-1])
+			}
+
+			if err := waiter.Settle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if owner, err := holder.OwnerID(ctx); err != nil || owner != holder.ID() {
+				t.Fatalf("owner after the cancelled waits = %q, %v; want the holder's %q", owner, err, holder.ID())
+			}
+			if keys := admin.Keys(ctx, "*:wake:*").Val(); len(keys) != 0 {
+				t.Fatalf("wake keys left behind: %q", keys)
+			}
+			next := mustNew(t, s.Client(), "job")
+			ch := acquireAsync(ctx, next)
+			waitBlocked(t, admin, 1)
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, ch); r.err != nil || r.at.Sub(released) > time.Second {
+				t.Fatalf("next waiter after the release: %v after %v, want the lock at once", r.err, r.at.Sub(released))
+			}
+			if err := next.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A waiter cancelled at the very moment the holder releases may have its
+// BLPOP take the signal, or its try take the lock, after it has returned.
+// Either way the background finish hands the lock on: a second waiter,
+// blocked behind it in Redis, gets it within a second every time, and the
+// lock never stays with the waiter that gave up.
+func TestCancelRacingReleaseLosesNoWakeUp(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	quitter := mustNew(t, s.Client(), "job")
+	second := mustNew(t, s.Client(), "job")
+	for round := range 30 {
+		mustAcquire(t, ctx, holder)
+		qctx, cancel := context.WithCancel(ctx)
+		q := acquireAsync(qctx, quitter)
+		waitBlocked(t, admin, 1) // the quitter is first in line
+		w := acquireAsync(ctx, second)
+		waitBlocked(t, admin, 2)
+		time.Sleep(time.Duration(round%5) * 100 * time.Microsecond)
+		released := time.Now()
+		go cancel()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		qr := receive(t, q)
+		if qr.err == nil {
+			// It won before it saw the cancel: a plain hand-off.
+			if err := quitter.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if !errors.Is(qr.err, context.Canceled) {
+			t.Fatalf("round %d: quitter's Acquire() = %v", round, qr.err)
+		}
+		r := receive(t, w)
+		if r.err != nil || r.at.Sub(released) > time.Second {
+			t.Fatalf("round %d: second waiter %v after %v; want the lock within 1s (quitter: %v)", round, r.err, r.at.Sub(released), qr.err)
+		}
+		if err := quitter.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if owner, _ := second.OwnerID(ctx); owner != second.ID() {
+			t.Fatalf("round %d: owner %q, want the second waiter", round, owner)
+		}
+		if err := second.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pipelineHook is a redis.Hook made of one function, called for every
+// pipeline (and MULTI/EXEC transaction) sent; commands sent on their own
+// pass through untouched.
+type pipelineHook func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+
+func (h pipelineHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h pipelineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { return h(ctx, cmds, next) }
+}
+
+// gateWake returns a client of s whose wake pushes (the LPUSH with which
+// an Acquire that gave up interrupts its own BLPOP) wait until the
+// returned func is called: the test decides what the BLPOP gets first.
+func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
+	gate := make(chan struct{})
+	c := s.Client()
+	c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "lpush" {
+				<-gate
+			}
+		}
+		return next(ctx, cmds)
+	}))
+	var once bool
+	return c, func() {
+		if !once {
+			once = true
+			close(gate)
+		}
+	}
+}
+
+// What an Acquire's BLPOP and try do after the caller gave up is undone in
+// the background, deterministically: the wake push is held back until the
+// release (or a stray signal) has reached the abandoned BLPOP.
+func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
+	t.Run("its try took the lock", func(t *testing.T) {
+		s := redistest.Start(t)
+		ctx := ctxT(t)
+		admin := s.Client()
+		holder := mustNew(t, s.Client(), "job") // no expire: a lock left taken stays so
+		mustAcquire(t, ctx, holder)
+		c, open := gateWake(t, s)
+		defer open()
+		quitter := mustNew(t, c, "job")
+		qctx, cancel := context.WithCancel(ctx)
+		q := acquireAsync(qctx, quitter)
+		waitBlocked(t, admin, 1)
+		cancel()
+		if r := receive(t, q); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("quitter's Acquire() = %v, want Canceled", r.err)
+		}
+		if err := holder.Release(ctx); err != nil { // wakes the abandoned BLPOP, whose try wins
+			t.Fatal(err)
+		}
+		for owner, _ := holder.OwnerID(ctx); owner != quitter.ID(); owner, _ = holder.OwnerID(ctx) {
+			time.Sleep(time.Millisecond)
+		}
+		next := mustNew(t, s.Client(), "job")
+		w := acquireAsync(ctx, next)
+		waitBlocked(t, admin, 1)
+		opened := time.Now()
+		open()
+		if r := receive(t, w); r.err != nil || r.at.Sub(opened) > time.Second {
+			t.Fatalf("next waiter: %v after %v; want the lock the abandoned try took, at once", r.err, r.at.Sub(opened))
+		}
+		if err := quitter.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if keys := admin.Keys(ctx, "*:wake:*").Val(); len(keys) != 0 {
+			t.Fatalf("wake keys left behind: %q", keys)
+		}
+	})
+	t.Run("its BLPOP took the signal, its try failed", func(t *testing.T) {
+		s := redistest.Start(t)
+		ctx := ctxT(t)
+		admin := s.Client()
+		holder := mustNew(t, s.Client(), "job")
+		mustAcquire(t, ctx, holder)
+		c, open := gateWake(t, s)
+		defer open()
+		quitter := mustNew(t, c, "job")
+		qctx, cancel := context.WithCancel(ctx)
+		q := acquireAsync(qctx, quitter)
+		waitBlocked(t, admin, 1) // first in line
+		// Another process's waiter, python-redis-lock style, behind it.
+		got := make(chan error, 1)
+		go func() { got <- s.Client().BLPop(ctx, 5*time.Second, "lock-signal:job").Err() }()
+		waitBlocked(t, admin, 2)
+		cancel()
+		if r := receive(t, q); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("quitter's Acquire() = %v, want Canceled", r.err)
+		}
+		// Out of memory: the abandoned BLPOP takes the release's signal
+		// and its try's SET is refused (see
+		// TestPoppedSignalIsGivenBackAfterErrorReply).
+		if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.ConfigSet(context.Background(), "maxmemory", "0") })
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitBlocked(t, admin, 1) // the abandoned BLPOP has returned
+		opened := time.Now()
+		open()
+		if err := <-got; err != nil || time.Since(opened) > time.Second {
+			t.Fatalf("the other waiter's BLPOP: %v after %v; want the signal given back at once", err, time.Since(opened))
+		}
+		if err := quitter.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
