@@ -68,10 +68,14 @@ func (r Report) OK() bool {
 //     than WithReplicaAck asks for (Problem): every acquire would fail;
 //   - a Redis older than MinRedisVersion (Problem);
 //   - no persistence (Info): a restart frees every lock;
+//   - whether held keys can be watched (see WithTracking): Info when they
+//     can, a Warning when Redis refuses tracking, a loss then being found
+//     only at the next renewal;
 //   - what it could not read, for instance under an ACL without CONFIG
 //     (Warning).
 //
-// It only reads (CONFIG GET, INFO). It returns an error only when a node
+// It only reads (CONFIG GET, INFO), and opens and closes the two
+// connections of a tracker. It returns an error only when a node
 // cannot be reached or opts are invalid.
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
 	if client == nil {
@@ -93,6 +97,9 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 	checkNode := func(ctx context.Context, node redis.UniversalClient, addr string) error {
 		fs, err := checkNode(ctx, node, addr, c.ack)
 		add(fs...)
+		if err == nil {
+			add(checkTracking(node, addr, c)...)
+		}
 		return err
 	}
 	var err error
@@ -120,6 +127,28 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 		}
 	}
 	return sorted, nil
+}
+
+// checkTracking reports whether holds on node can be watched (see
+// WithTracking): it sets up a tracker's connections, as a hold would, and
+// closes them again.
+func checkTracking(node redis.UniversalClient, addr string, c config) []Finding {
+	finding := func(sev Severity, format string, args ...any) []Finding {
+		return []Finding{{Severity: sev, Node: addr, Message: fmt.Sprintf(format, args...)}}
+	}
+	if c.noTracking {
+		return finding(Info, "key tracking off (WithTracking(false)): a lost lock is found at the next renewal or the local deadline")
+	}
+	n, ok := node.(*redis.Client)
+	if !ok {
+		return finding(Warning, "key tracking not available on a %T: a lost lock is found at the next renewal or the local deadline", node)
+	}
+	conns, err := connectTracking(*n.Options())
+	if err != nil {
+		return finding(Warning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
+	}
+	conns.close()
+	return finding(Info, "key tracking works: a lost lock is noticed at once")
 }
 
 // checkNode inspects one node. Only an unreachable node is an error.

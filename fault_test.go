@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,9 +33,13 @@ func clientVia(t *testing.T, p *faultproxy.Proxy, opts ...func(*redis.Options)) 
 		f(o)
 	}
 	c := redis.NewClient(o)
-	t.Cleanup(func() { c.Close() })
+	proxied.Store(c, true)
+	t.Cleanup(func() { proxied.Delete(c); c.Close() })
 	return c
 }
+
+// proxied holds the clients made by clientVia (see mustNew).
+var proxied sync.Map
 
 // evalshaCalls returns how many EVALSHA commands c's server has run.
 func evalshaCalls(t testing.TB, c *redis.Client) int64 {

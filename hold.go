@@ -41,6 +41,9 @@ type hold struct {
 	capped  bool        // renewal stopped at maxEnd
 	until   time.Time   // the end of the last Extend; renewals keep the key at least that long
 
+	watcher  *tracker // watches the key; nil when not watched
+	watchKey string   // the key it watches
+
 	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
 	stopCtx    context.Context    // the renewal's calls run on it; cancelled with stop
 	cancelCall context.CancelFunc // cancels stopCtx
@@ -78,19 +81,26 @@ func newHold(l *Lock, sent time.Time, id string) *hold {
 // end ends the hold with err, once: later calls change nothing.
 func (h *hold) end(err error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.endLocked(err)
+	first := h.endLocked(err)
+	h.mu.Unlock()
+	if first {
+		h.unwatch()
+	}
 }
 
-func (h *hold) endLocked(err error) {
+// endLocked ends the hold with err unless it has ended, and reports
+// whether it did. The caller, once it has unlocked h.mu, then calls
+// unwatch.
+func (h *hold) endLocked(err error) bool {
 	if h.err != nil {
-		return
+		return false
 	}
 	h.err = err
 	if h.timer != nil {
 		h.timer.Stop()
 	}
 	close(h.done)
+	return true
 }
 
 // ended reports whether the hold has ended.
@@ -122,9 +132,17 @@ func (h *hold) Err() error {
 // renewal moved the deadline meanwhile, the hold is lost.
 func (h *hold) expireLocally() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err != nil || time.Now().Before(h.expires) {
+	if h.expireLocallyLocked() {
+		h.mu.Unlock()
+		h.unwatch()
 		return
+	}
+	h.mu.Unlock()
+}
+
+func (h *hold) expireLocallyLocked() bool {
+	if h.err != nil || time.Now().Before(h.expires) {
+		return false
 	}
 	var reason error
 	switch {
@@ -137,7 +155,7 @@ func (h *hold) expireLocally() {
 	default:
 		reason = ErrExpired
 	}
-	h.endLocked(lost(reason))
+	return h.endLocked(lost(reason))
 }
 
 // extendedBy records a successful Extend of d sent at sent: renewals keep

@@ -42,6 +42,7 @@ type Lock struct {
 	expireMS       string        // ARGV form of the expire; "0" for none
 	signalExpireMS string        // ARGV form of the signal expire
 	autoRenewal    bool
+	tracking       bool          // watch held keys (WithTracking)
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
@@ -111,6 +112,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		autoRenewal:    c.autoRenewal,
+		tracking:       !c.noTracking,
 		maxHold:        c.maxHold,
 		ack:            c.ack,
 		maxSlice:       maxSliceFor(rt, c.expire, c.ack),
@@ -227,9 +229,15 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 			h.end(err)
 			l.giveBack(ctx)
 			err = l.wrap(err)
-		} else if l.autoRenewal {
-			// Only a renewing hold has a goroutine to stop if l is dropped.
-			h.cleanup = runtime.AddCleanup(l, abandon, h)
+		} else {
+			if l.tracking {
+				watchHold(ctx, l.client, l.keys[0], h)
+			}
+			if l.autoRenewal || h.watched() {
+				// A renewal goroutine and a watch are what l, dropped
+				// while holding, would leave behind.
+				h.cleanup = runtime.AddCleanup(l, abandon, h)
+			}
 		}
 	}
 
@@ -330,10 +338,12 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 		return l.wrap(fmt.Errorf("release: %w", err))
 	}
 	if h != nil {
-		// Stop renewing before the release is sent: a renewal that
-		// answers after it must not be read as a loss. One still in
-		// flight is harmless: an extend never recreates a key.
+		// Stop renewing and watching before the release is sent: a
+		// renewal that answers after it, or the invalidation of our own
+		// DEL, must not be read as a loss. A renewal still in flight is
+		// harmless: an extend never recreates a key.
 		h.signalStop()
+		h.unwatch()
 	}
 
 	vouched := h != nil && h.valid()

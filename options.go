@@ -30,6 +30,7 @@ type config struct {
 	hashTag      *bool // nil: tagged exactly on a *redis.ClusterClient
 	ack          replicaAck
 	ackGiven     bool
+	noTracking   bool
 }
 
 func newConfig(opts []Option) config {
@@ -150,6 +151,27 @@ func WithFencing() Option {
 // current master.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
+}
+
+// WithTracking turns the watch on a held key on or off. With it on (the
+// default) a tracker reads the key of each hold on a connection with Redis
+// client-side caching (CLIENT TRACKING) on, so that Redis reports at once
+// any change made by someone else (a Reset, a DEL, another owner's SET
+// after the key expired, an eviction): Done closes within milliseconds
+// instead of at the next renewal. Each client has one tracker per Redis
+// node in a process, shared by all its holds there: two connections of its
+// own, which it keeps 30 seconds after the last hold ends, and two
+// goroutines, which run while it watches at least one hold. Each renewal
+// or Extend costs one more GET.
+//
+// Where tracking cannot be set up (an ACL without CLIENT ID, CLIENT
+// TRACKING, HELLO, SUBSCRIBE or the channel __redis__:invalidate; a proxy
+// that refuses them; a client other than *redis.Client and
+// *redis.ClusterClient) holds are not watched and a loss is found at the
+// next renewal, or at the local deadline; Check reports it. With false,
+// holds are never watched.
+func WithTracking(on bool) Option {
+	return func(c *config) { c.noTracking = !on }
 }
 
 // WithHashTag chooses the key scheme. With true the name is wrapped in a

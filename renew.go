@@ -92,6 +92,7 @@ func abandon(h *hold) {
 	}
 	h.mu.Unlock()
 	h.signalStop()
+	h.unwatch()
 }
 
 // renewal tuning

@@ -62,6 +62,21 @@ func waitKey(t *testing.T, c *redis.Client, key string) {
 	}
 }
 
+// waitFile waits until path exists, failing t after 10 s.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 10s", path)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // Several `redislock run` of a command that logs its start and end, started
 // together again and again: no two intervals overlap. With a lock name per
 // process (the broken variant) they do.
@@ -249,14 +264,15 @@ func TestRunLostLockTerminates(t *testing.T) {
 	s := redistest.Start(t)
 	url := "redis://" + s.Addr + "/0"
 	mark := filepath.Join(t.TempDir(), "mark")
-	script := `trap 'echo got-term > "$0"; exit 0' TERM; while :; do sleep 0.05; done`
-	cmd := cliCmd(t, "run", "--redis", url, "--expire", "600ms", "job", "--", "sh", "-c", script, mark)
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `trap 'echo got-term > "$0"; exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "600ms", "job", "--", "sh", "-c", script, mark, ready)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitKey(t, s.Client(), "lock:job")
+	waitFile(t, ready) // the loss is noticed at once: COMMAND must have its trap set first
 	deleted := time.Now()
 	s.Client().Del(context.Background(), "lock:job")
 	cmd.Wait()
@@ -414,12 +430,13 @@ func TestCLIErrors(t *testing.T) {
 func TestRunLostLockKillsStubbornCommand(t *testing.T) {
 	s := redistest.Start(t)
 	url := "redis://" + s.Addr + "/0"
+	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := cliCmd(t, "run", "--redis", url, "--expire", "600ms", "--kill-after", "300ms", "job", "--",
-		"sh", "-c", `trap '' TERM; while :; do sleep 0.05; done`)
+		"sh", "-c", `trap '' TERM; touch "$0"; while :; do sleep 0.05; done`, ready)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitKey(t, s.Client(), "lock:job")
+	waitFile(t, ready) // COMMAND ignores SIGTERM from now on
 	deleted := time.Now()
 	s.Client().Del(context.Background(), "lock:job")
 	exited := make(chan struct{})

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -174,5 +176,57 @@ func TestRunHelpDocumentsInterruption(t *testing.T) {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("run --help lacks %q", want)
 		}
+	}
+}
+
+// With the default 30 s expire (renewal every 20 s), COMMAND gets SIGTERM
+// within milliseconds of its lock being deleted or taken: the key is
+// watched. Measured over 20 runs from the DEL to COMMAND's trap having
+// written its mark (polled every millisecond); the bound only separates
+// "at once" from "at the next renewal".
+func TestRunLossSignalsCommandAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 processes; -short skips it")
+	}
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	var took []time.Duration
+	for i := range 20 {
+		dir := t.TempDir()
+		mark, ready := filepath.Join(dir, "mark"), filepath.Join(dir, "ready")
+		script := `trap 'touch "$0"; exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`
+		cmd := cliCmd(t, "run", "--redis", url, "job", "--", "sh", "-c", script, mark, ready)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, ready)
+		start := time.Now()
+		if i%2 == 0 {
+			s.Client().Del(ctx, "lock:job")
+		} else {
+			s.Client().Set(ctx, "lock:job", "someone-else", time.Minute) // taken over after an expiry
+		}
+		for {
+			if _, err := os.Stat(mark); err == nil {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				cmd.Process.Kill()
+				t.Fatalf("run %d: COMMAND got no SIGTERM within 10s of the loss", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		took = append(took, time.Since(start))
+		waitExit(t, cmd, 10*time.Second)
+		if code := cmd.ProcessState.ExitCode(); code != exitLost {
+			t.Fatalf("run %d: exit %d, want %d", i, code, exitLost)
+		}
+		s.Client().Del(ctx, "lock:job")
+	}
+	slices.Sort(took)
+	t.Logf("loss -> COMMAND got SIGTERM, 20 runs: p50 %v, max %v", took[9], took[19])
+	if took[19] > time.Second {
+		t.Fatalf("slowest SIGTERM after a loss: %v; want far less than the 20 s renewal interval", took[19])
 	}
 }

@@ -1,0 +1,667 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Watching held keys.
+//
+// Renewal finds a lost lock only when it next runs, up to two thirds of
+// the expire later. To be told at once, a hold's key is watched with
+// Redis's server-assisted client-side caching: a tracker reads the key on
+// a connection with CLIENT TRACKING on, and Redis then sends an
+// invalidation message the moment anyone changes the key (a Reset, a DEL,
+// another owner's SET after it expired, an eviction, an expiry). The
+// tracker reads the key again on each one, which also tracks it again: a
+// value other than the hold's id ends the hold at once. Our own renewals
+// and Extends change the key too; their re-read finds our id and changes
+// nothing, so they cost one GET each.
+//
+// The invalidations travel, RESP2 style, as messages on the channel
+// __redis__:invalidate of a second connection (CLIENT TRACKING ... REDIRECT
+// <its id>): go-redis v9.0 does not deliver RESP3 pushes. A tracker thus
+// has two connections of its own, made from the options of the user's
+// client (or, on a cluster, of the master that holds the key), shared by
+// all the holds of that client and node in this process. Its two
+// goroutines run while it watches at least one hold; its connections are
+// kept trackerIdle longer for the next hold, then closed.
+//
+// Where tracking cannot be set up (an ACL without CLIENT, SUBSCRIBE or the
+// channel, a proxy or server that refuses it, a client type other than
+// *redis.Client and *redis.ClusterClient) holds are not watched, and a
+// loss is found by renewal as before; Check says so.
+
+const (
+	invalidateChannel = "__redis__:invalidate"
+
+	// trackerIdle is how long a tracker's connections are kept after its
+	// last watched hold ended.
+	trackerIdle = 30 * time.Second
+
+	// trackerUnavailableRetry is how long a tracker that Redis refused
+	// (an error reply while setting up) waits before it tries again.
+	trackerUnavailableRetry = time.Minute
+
+	// receiveTimeout bounds one wait for an invalidation; after it the
+	// receiver pings, and three in a row without a reply count as a
+	// broken connection.
+	receiveTimeout = 5 * time.Second
+
+	// trackerTimeout bounds each of the tracker's own commands.
+	trackerTimeout = 2 * time.Second
+)
+
+// trackers holds one tracker per (user client, node).
+var trackers sync.Map // trackerKey -> *tracker
+
+type trackerKey struct {
+	client redis.UniversalClient
+	addr   string // the node's address; "" for a *redis.Client
+}
+
+// A tracker watches the keys of the holds of one client on one node.
+type tracker struct {
+	k   trackerKey
+	opt redis.Options // the node's, copied
+
+	kick chan struct{} // one slot: work for run
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	holds   map[string]map[*hold]struct{} // watched key -> its holds
+	dirty   map[string]struct{}           // keys to read again
+	all     bool                          // read every watched key again
+	running bool                          // run's goroutine is live
+	exited  chan struct{}                 // closed when the last run has exited
+	conns   *trackConns                   // nil until connected, and after closing
+	refused error                         // Redis refused tracking; retry after retryAt
+	retryAt time.Time
+	idle    *time.Timer // closes the connections after trackerIdle
+	closed  bool        // out of the registry: make a new one
+}
+
+// trackConns are a tracker's connections: sub receives the invalidations,
+// rd reads the keys with tracking on, redirected to sub.
+type trackConns struct {
+	sub      *redis.Client
+	ps       *redis.PubSub
+	rd       *redis.Client
+	subID    atomic.Int64 // CLIENT ID of sub's current connection
+	rearm    atomic.Bool  // sub reconnected: redirect rd's tracking to the new id
+	stopping atomic.Bool  // the receiver is to exit
+	broken   atomic.Bool  // the receiver gave up on sub: reconnect
+}
+
+// trackerFor returns the tracker of client for key: on a cluster, that of
+// the key's master. It returns nil for a client it cannot track with.
+func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *tracker {
+	var node *redis.Client
+	k := trackerKey{client: client}
+	switch c := client.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), trackerTimeout)
+		defer cancel()
+		n, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil
+		}
+		node, k.addr = n, n.Options().Addr
+	default:
+		return nil
+	}
+	if v, ok := trackers.Load(k); ok {
+		return v.(*tracker)
+	}
+	t := &tracker{
+		k:     k,
+		opt:   *node.Options(),
+		kick:  make(chan struct{}, 1),
+		holds: map[string]map[*hold]struct{}{},
+		dirty: map[string]struct{}{},
+	}
+	v, _ := trackers.LoadOrStore(k, t)
+	return v.(*tracker)
+}
+
+// watchHold starts watching the key of h, which holds it under h.id. It
+// does nothing when tracking is not available for client.
+func watchHold(ctx context.Context, client redis.UniversalClient, key string, h *hold) {
+	for range 3 { // a tracker closing as we come: take the next one
+		t := trackerFor(ctx, client, key)
+		if t == nil {
+			return
+		}
+		switch t.add(key, h) {
+		case addOK:
+			h.setWatch(t, key)
+			return
+		case addUnavailable:
+			return
+		}
+	}
+}
+
+type addResult int
+
+const (
+	addOK addResult = iota
+	addUnavailable
+	addClosed
+)
+
+func (t *tracker) add(key string, h *hold) addResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return addClosed
+	case t.refused != nil && time.Now().Before(t.retryAt):
+		return addUnavailable
+	}
+	hs := t.holds[key]
+	if hs == nil {
+		hs = map[*hold]struct{}{}
+		t.holds[key] = hs
+	}
+	hs[h] = struct{}{}
+	t.dirty[key] = struct{}{}
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+	if !t.running {
+		t.running = true
+		prev := t.exited
+		t.exited = make(chan struct{})
+		go t.run(prev, t.exited)
+	}
+	t.poke()
+	return addOK
+}
+
+// remove stops watching key for h; a no-op when it was not watched.
+func (t *tracker) remove(key string, h *hold) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hs := t.holds[key]
+	if _, ok := hs[h]; !ok {
+		return
+	}
+	delete(hs, h)
+	if len(hs) == 0 {
+		delete(t.holds, key)
+		delete(t.dirty, key)
+	}
+	if len(t.holds) == 0 {
+		t.poke() // run exits
+	}
+}
+
+// poke wakes run without blocking.
+func (t *tracker) poke() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// markAll has every watched key read again.
+func (t *tracker) markAll() {
+	t.mu.Lock()
+	t.all = true
+	t.mu.Unlock()
+	t.poke()
+}
+
+// markKeys has keys read again, those that are watched.
+func (t *tracker) markKeys(keys []string) {
+	t.mu.Lock()
+	n := 0
+	for _, k := range keys {
+		if _, ok := t.holds[k]; ok {
+			t.dirty[k] = struct{}{}
+			n++
+		}
+	}
+	t.mu.Unlock()
+	if n > 0 {
+		t.poke()
+	}
+}
+
+// run is the tracker's goroutine while it watches holds: it connects,
+// starts the receiver and reads the keys marked dirty, until no hold is
+// left. prev is the previous run's exit, waited for first.
+func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
+	defer close(exited)
+	if prev != nil {
+		<-prev
+	}
+	var (
+		c        *trackConns
+		recvDone chan struct{}
+		backoff  time.Duration
+	)
+	defer func() {
+		if recvDone != nil {
+			stopReceiver(c, recvDone)
+		}
+		t.mu.Lock()
+		if !t.closed && t.idle == nil && !t.running {
+			t.idle = time.AfterFunc(trackerIdle, t.closeIdle)
+		}
+		t.mu.Unlock()
+	}()
+	for {
+		t.mu.Lock()
+		if len(t.holds) == 0 || t.closed {
+			t.running = false
+			t.mu.Unlock()
+			return
+		}
+		c = t.conns
+		t.mu.Unlock()
+
+		if c != nil && c.broken.Load() {
+			if recvDone != nil {
+				stopReceiver(c, recvDone)
+				recvDone = nil
+			}
+			t.dropConns(c)
+			c = nil
+		}
+		if c == nil {
+			nc, err := connectTracking(t.opt)
+			if err != nil {
+				if isReply(err) {
+					t.refuse(err)
+					continue // no hold is left: exits
+				}
+				backoff = nextBackoff(backoff)
+				t.sleep(backoff)
+				continue
+			}
+			t.mu.Lock()
+			t.conns, t.all = nc, true
+			t.mu.Unlock()
+			c = nc
+		}
+		if recvDone == nil {
+			c.stopping.Store(false)
+			recvDone = make(chan struct{})
+			go t.receive(c, recvDone)
+		}
+		if err := t.check(c); err != nil {
+			backoff = nextBackoff(backoff)
+			t.sleep(backoff)
+			continue
+		}
+		backoff = 0
+		<-t.kick
+	}
+}
+
+// sleep waits d, or less if kicked.
+func (t *tracker) sleep(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-t.kick:
+	}
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(d*2, 10*time.Millisecond), time.Second)
+}
+
+// refuse records that Redis refused tracking: the holds it watched are no
+// longer watched (renewal still finds their loss), and no new hold is
+// watched before trackerUnavailableRetry.
+func (t *tracker) refuse(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refused, t.retryAt = err, time.Now().Add(trackerUnavailableRetry)
+	for key, hs := range t.holds {
+		for h := range hs {
+			h.clearWatch()
+		}
+		delete(t.holds, key)
+	}
+	clear(t.dirty)
+}
+
+// check re-arms the redirect after sub reconnected, then reads the dirty
+// keys (all of them after a reconnect) and ends every hold whose key no
+// longer holds its id.
+func (t *tracker) check(c *trackConns) error {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	defer cancel()
+	if c.rearm.Swap(false) {
+		if err := c.rd.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", c.subID.Load()).Err(); err != nil {
+			c.rearm.Store(true)
+			return err
+		}
+		t.markAll()
+	}
+	t.mu.Lock()
+	var keys []string
+	if t.all {
+		for k := range t.holds {
+			keys = append(keys, k)
+		}
+		t.all = false
+		clear(t.dirty)
+	} else {
+		for k := range t.dirty {
+			keys = append(keys, k)
+		}
+		clear(t.dirty)
+	}
+	t.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := c.rd.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	var failed error
+	for i, key := range keys {
+		v, err := cmds[i].Result()
+		missing := errors.Is(err, redis.Nil)
+		switch {
+		case missing:
+		case err != nil && isReply(err):
+			// MOVED after a slot migration, say: this node no longer
+			// answers for the key. Its holds fall back to renewal.
+			t.unwatchKey(key)
+			continue
+		case err != nil:
+			failed = err
+			t.mu.Lock()
+			if _, ok := t.holds[key]; ok {
+				t.dirty[key] = struct{}{} // again after the backoff; no poke, or it would spin
+			}
+			t.mu.Unlock()
+			continue
+		}
+		t.settle(key, v, missing)
+	}
+	return failed
+}
+
+// settle ends every hold of key whose id is not v (missing: no key).
+func (t *tracker) settle(key, v string, missing bool) {
+	var lostHolds []*hold
+	t.mu.Lock()
+	for h := range t.holds[key] {
+		if missing || h.id != v {
+			lostHolds = append(lostHolds, h)
+			delete(t.holds[key], h)
+		}
+	}
+	if len(t.holds[key]) == 0 {
+		delete(t.holds, key)
+	}
+	t.mu.Unlock()
+	reason := ErrTakenOver
+	if missing {
+		reason = ErrExpired
+	}
+	for _, h := range lostHolds {
+		h.end(lost(reason))
+	}
+}
+
+// unwatchKey stops watching key for all its holds.
+func (t *tracker) unwatchKey(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for h := range t.holds[key] {
+		h.clearWatch()
+	}
+	delete(t.holds, key)
+}
+
+// receive is the receiver goroutine: it marks the keys Redis invalidates.
+func (t *tracker) receive(c *trackConns, done chan struct{}) {
+	defer close(done)
+	timeouts := 0
+	var backoff time.Duration
+	for !c.stopping.Load() {
+		msg, err := c.ps.ReceiveTimeout(context.Background(), receiveTimeout)
+		if c.stopping.Load() {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if timeouts++; timeouts >= 3 {
+					c.broken.Store(true)
+					t.poke()
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+				_ = c.ps.Ping(ctx)
+				cancel()
+				continue
+			}
+			// A payload go-redis cannot parse (the null of a FLUSHALL:
+			// every key) or a broken connection, which go-redis dials
+			// again on the next receive (and subscribes again): either
+			// way, invalidations may have been missed.
+			t.markAll()
+			backoff = nextBackoff(backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		timeouts, backoff = 0, 0
+		switch m := msg.(type) {
+		case *redis.Message:
+			if m.Channel != invalidateChannel {
+				continue
+			}
+			if m.PayloadSlice != nil {
+				t.markKeys(m.PayloadSlice)
+			} else {
+				t.markAll()
+			}
+		case *redis.Subscription:
+			// Subscribed again on a new connection: what was sent in
+			// between is lost.
+			t.markAll()
+		}
+	}
+}
+
+// stopReceiver makes the receiver exit and waits for it: a ping wakes its
+// read.
+func stopReceiver(c *trackConns, done chan struct{}) {
+	c.stopping.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	_ = c.ps.Ping(ctx)
+	cancel()
+	<-done
+}
+
+// dropConns closes c, the tracker's broken connections.
+func (t *tracker) dropConns(c *trackConns) {
+	t.mu.Lock()
+	if t.conns == c {
+		t.conns = nil
+	}
+	t.mu.Unlock()
+	c.close()
+}
+
+// closeIdle closes the connections of a tracker that watched nothing for
+// trackerIdle and takes it out of the registry.
+func (t *tracker) closeIdle() {
+	t.mu.Lock()
+	if t.running || len(t.holds) > 0 || t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	c := t.conns
+	t.conns, t.idle = nil, nil
+	t.mu.Unlock()
+	trackers.CompareAndDelete(t.k, t)
+	if c != nil {
+		c.close()
+	}
+}
+
+func (c *trackConns) close() {
+	_ = c.ps.Close()
+	_ = c.sub.Close()
+	_ = c.rd.Close()
+}
+
+// connectTracking opens a tracker's connections to the node of opt: sub,
+// switched to RESP2 and subscribed to the invalidation channel, and rd,
+// with tracking on and redirected to sub. An error reply means Redis (or
+// an ACL, or a proxy) refuses tracking.
+func connectTracking(opt redis.Options) (*trackConns, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	defer cancel()
+	c := &trackConns{}
+	userOnConnect := opt.OnConnect
+	so := opt
+	so.PoolSize, so.MinIdleConns = 1, 0
+	so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		if userOnConnect != nil {
+			if err := userOnConnect(ctx, cn); err != nil {
+				return err
+			}
+		}
+		// RESP2: the invalidations then come as Pub/Sub messages, which
+		// every go-redis v9 reads.
+		if err := connDo(ctx, cn, "HELLO", "2"); err != nil {
+			return err
+		}
+		id, err := cn.ClientID(ctx).Result()
+		if err != nil {
+			return err
+		}
+		c.subID.Store(id)
+		c.rearm.Store(true)
+		return nil
+	}
+	c.sub = redis.NewClient(&so)
+	c.ps = c.sub.Subscribe(ctx, invalidateChannel)
+	if _, err := c.ps.ReceiveTimeout(ctx, trackerTimeout); err != nil {
+		_ = c.ps.Close()
+		_ = c.sub.Close()
+		return nil, err
+	}
+	ro := opt
+	ro.PoolSize, ro.MinIdleConns = 1, 0
+	ro.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		if userOnConnect != nil {
+			if err := userOnConnect(ctx, cn); err != nil {
+				return err
+			}
+		}
+		return connDo(ctx, cn, "CLIENT", "TRACKING", "ON", "REDIRECT", c.subID.Load())
+	}
+	c.rd = redis.NewClient(&ro)
+	if err := c.rd.Ping(ctx).Err(); err != nil {
+		c.close()
+		return nil, err
+	}
+	c.rearm.Store(false) // rd was just redirected to the current id
+	return c, nil
+}
+
+// connDo sends one command on cn (go-redis v9.0's Conn has no Do).
+func connDo(ctx context.Context, cn *redis.Conn, args ...any) error {
+	cmd := redis.NewCmd(ctx, args...)
+	_ = cn.Process(ctx, cmd)
+	return cmd.Err()
+}
+
+// setWatch records that h is watched by t under key. A hold that ended
+// meanwhile is taken out again.
+func (h *hold) setWatch(t *tracker, key string) {
+	h.mu.Lock()
+	ended := h.err != nil
+	if !ended {
+		h.watcher, h.watchKey = t, key
+	}
+	h.mu.Unlock()
+	if ended {
+		t.remove(key, h)
+	}
+}
+
+// clearWatch forgets h's tracker; called under the tracker's lock.
+func (h *hold) clearWatch() {
+	h.mu.Lock()
+	h.watcher = nil
+	h.mu.Unlock()
+}
+
+// unwatch stops watching h's key. Called before a release is sent, so that
+// the tracker does not read our own release as a loss, and when the hold
+// ends.
+func (h *hold) unwatch() {
+	h.mu.Lock()
+	t, key := h.watcher, h.watchKey
+	h.watcher = nil
+	h.mu.Unlock()
+	if t != nil {
+		t.remove(key, h)
+	}
+}
+
+// watched reports whether a tracker watches h's key.
+func (h *hold) watched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watcher != nil
+}
+
+// closeAllTrackers stops every tracker and closes its connections, for
+// tests that check for leaked goroutines.
+func closeAllTrackers() {
+	trackers.Range(func(k, v any) bool {
+		t := v.(*tracker)
+		t.mu.Lock()
+		t.closed = true
+		for key, hs := range t.holds {
+			for h := range hs {
+				h.clearWatch()
+			}
+			delete(t.holds, key)
+		}
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
+		c, exited := t.conns, t.exited
+		t.conns = nil
+		t.mu.Unlock()
+		t.poke()
+		if exited != nil {
+			<-exited
+		}
+		if c != nil {
+			c.close()
+		}
+		trackers.CompareAndDelete(k, t)
+		return true
+	})
+}

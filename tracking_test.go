@@ -1,0 +1,291 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// lossCase is one way someone else changes a held key, and the reason the
+// holder must be given.
+type lossCase struct {
+	name   string
+	change func(ctx context.Context, admin redis.UniversalClient, key string) error
+	reason error
+}
+
+var lossCases = []lossCase{
+	{"Reset", func(ctx context.Context, admin redis.UniversalClient, key string) error {
+		name := strings.NewReplacer("{", "", "}", "").Replace(strings.TrimPrefix(key, "lock:"))
+		l, err := redislock.New(admin, name, redislock.WithHashTag(strings.Contains(key, "{")))
+		if err != nil {
+			return err
+		}
+		return l.Reset(ctx)
+	}, redislock.ErrExpired},
+	{"DEL", func(ctx context.Context, admin redis.UniversalClient, key string) error {
+		return admin.Del(ctx, key).Err()
+	}, redislock.ErrExpired},
+	{"another owner's SET", func(ctx context.Context, admin redis.UniversalClient, key string) error {
+		return admin.Set(ctx, key, "someone-else", time.Minute).Err()
+	}, redislock.ErrTakenOver},
+}
+
+// measureLoss acquires holder tries times; each time it lets change alter
+// the key and measures how long Done takes to close. It checks the reason
+// and returns the sorted latencies.
+func measureLoss(t *testing.T, ctx context.Context, holder *redislock.Lock, admin redis.UniversalClient, c lossCase, tries int) []time.Duration {
+	t.Helper()
+	var took []time.Duration
+	t.Cleanup(func() { admin.Del(context.Background(), holder.Key()) })
+	for i := range tries {
+		mustAcquire(t, ctx, holder)
+		if !redislock.Watched(holder) {
+			t.Fatalf("try %d: the hold is not watched", i)
+		}
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		start := time.Now()
+		if err := c.change(ctx, admin, holder.Key()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-holder.Done():
+			took = append(took, time.Since(start))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("try %d: Done still open 10s after the %s", i, c.name)
+		}
+		if err := holder.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, c.reason) {
+			t.Fatalf("try %d: Err() = %v after the %s, want ErrLost and %v", i, err, c.name, c.reason)
+		}
+		admin.Del(ctx, holder.Key())
+	}
+	slices.Sort(took)
+	return took
+}
+
+// percentiles formats the p50 and p99 (nearest rank) of sorted durations.
+func percentiles(d []time.Duration) string {
+	rank := func(p float64) time.Duration {
+		i := int(float64(len(d))*p+0.999999) - 1
+		return d[max(i, 0)]
+	}
+	return fmt.Sprintf("p50 %v, p99 %v (n=%d)", rank(0.50), rank(0.99), len(d))
+}
+
+// A renewing holder with a 30 s expire (renewal every 20 s) is told of a
+// Reset, a DEL or another owner's SET within milliseconds, with the reason
+// that fits: the key is watched with CLIENT TRACKING. The bound (1 s) only
+// separates "at once" from "at the next renewal"; the latencies are
+// logged, and quoted in the README.
+func TestLossNoticedAtOnce(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	for _, c := range lossCases {
+		t.Run(c.name, func(t *testing.T) {
+			took := measureLoss(t, ctx, holder, admin, c, 50)
+			t.Logf("%s -> Done: %s", c.name, percentiles(took))
+			if slow := took[len(took)-1]; slow > time.Second {
+				t.Fatalf("slowest notice of a %s: %v; want far less than the 20 s renewal interval", c.name, slow)
+			}
+		})
+	}
+}
+
+// The same on a 3-master cluster: each master that holds a watched key
+// has its own tracker.
+func TestLossNoticedAtOnceOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	ctx := ctxT(t)
+	admin := cl.Client(t)
+	for _, c := range lossCases {
+		t.Run(c.name, func(t *testing.T) {
+			var took []time.Duration
+			// Names spread over the masters.
+			for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+				holder := mustNew(t, cl.Client(t), name, redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+				took = append(took, measureLoss(t, ctx, holder, admin, c, 5)...)
+			}
+			slices.Sort(took)
+			t.Logf("cluster, %s -> Done: %s", c.name, percentiles(took))
+			if slow := took[len(took)-1]; slow > time.Second {
+				t.Fatalf("slowest notice of a %s: %v; want far less than the 20 s renewal interval", c.name, slow)
+			}
+		})
+	}
+}
+
+// Do's context is cancelled as soon as the key is reset, with ErrLost as
+// its cause.
+func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	var took []time.Duration
+	for range 20 {
+		var start time.Time
+		err := holder.Do(ctx, func(fctx context.Context) error {
+			start = time.Now()
+			admin.Del(ctx, holder.Key())
+			select {
+			case <-fctx.Done():
+				took = append(took, time.Since(start))
+			case <-time.After(10 * time.Second):
+				return errors.New("fn's context still live 10s after the DEL")
+			}
+			if cause := context.Cause(fctx); !errors.Is(cause, redislock.ErrLost) {
+				return fmt.Errorf("cause %v, want ErrLost", cause)
+			}
+			return nil
+		})
+		if !errors.Is(err, redislock.ErrLost) {
+			t.Fatalf("Do() = %v, want ErrLost", err)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("DEL -> Do's context cancelled: %s", percentiles(took))
+	if slow := took[len(took)-1]; slow > time.Second {
+		t.Fatalf("slowest cancellation: %v", slow)
+	}
+}
+
+// Our own renewals and Extends change the key (PEXPIRE), and Redis sends
+// an invalidation for each: the re-read finds our id and nothing is lost.
+// Each costs one GET, and nothing else is sent while the hold lasts.
+func TestOwnRenewalsAreNotLosses(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, holder)
+	time.Sleep(200 * time.Millisecond) // the tracker has read the key
+	before := commandStats(t, admin)
+	for range 3 {
+		if err := holder.Extend(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second) // about 7 renewals
+	select {
+	case <-holder.Done():
+		t.Fatalf("hold ended by our own renewals: %v", holder.Err())
+	default:
+	}
+	after := commandStats(t, admin)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	extends := (after["evalsha"] + after["eval"]) - (before["evalsha"] + before["eval"])
+	// Each extend script reads the key once itself; the rest are the
+	// tracker's. Extends that follow each other before it reads share one
+	// invalidation (the key is not tracked again until read).
+	gets := after["get"] - before["get"] - extends
+	t.Logf("%d extends (renewals and Extend), %d GETs by the tracker", extends, gets)
+	if extends < 6 || gets > extends || gets < extends-3 {
+		t.Fatalf("%d GETs for %d extends; want one per extend", gets, extends)
+	}
+}
+
+// aclNoTracking is the README's ACL line for a user of the lock without
+// the commands tracking needs: holds are not watched, and a loss is found
+// at the next renewal, as Check reports.
+const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-signal:* resetchannels -@all " +
+	"+evalsha +eval +script|load +blpop +get +set +del +exists +lpush +pexpire +pttl +time +scan +ping +config|get +info"
+
+// Where Redis refuses tracking (here an ACL without CLIENT and SUBSCRIBE),
+// holds are not watched and a loss is found at the next renewal: within
+// one renewal interval, as before. Check says so.
+func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	if err := admin.Do(ctx, toArgs(strings.Fields(aclNoTracking))...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := s.Client(func(o *redis.Options) { o.Username, o.Password = "plain", "secret" })
+	const expire = 900 * time.Millisecond // renewal every 600 ms
+	holder := mustNew(t, user, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, holder)
+	deadline := time.Now().Add(5 * time.Second)
+	for redislock.Watched(holder) { // the tracker is refused in the background
+		if time.Now().After(deadline) {
+			t.Fatal("the hold is still watched 5 s after Acquire, under an ACL that refuses tracking")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	admin.Del(ctx, holder.Key())
+	select {
+	case <-holder.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("loss not found within 5 s")
+	}
+	took := time.Since(start)
+	t.Logf("tracking refused: DEL -> Done in %v (renewal interval %v)", took, expire*2/3)
+	if took > expire {
+		t.Fatalf("loss found after %v; want within one renewal interval (%v)", took, expire*2/3)
+	}
+	if err := holder.Err(); !errors.Is(err, redislock.ErrExpired) {
+		t.Fatalf("Err() = %v, want ErrExpired", err)
+	}
+	report, err := redislock.Check(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(report), "tracking") {
+		t.Fatalf("Check() = %v; want a finding about tracking", report)
+	}
+}
+
+// A tracker's goroutines run only while it watches a hold: after the last
+// Release none is left (goleak), and the next hold reuses its two
+// connections instead of opening new ones.
+func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	before := goleak.IgnoreCurrent()
+	c := s.Client()
+	a := mustNew(t, c, "a", redislock.WithExpire(time.Minute))
+	b := mustNew(t, c, "b", redislock.WithExpire(time.Minute))
+	mustAcquire(t, ctx, a)
+	mustAcquire(t, ctx, b)
+	if !redislock.Watched(a) || !redislock.Watched(b) {
+		t.Fatal("holds not watched")
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin.Del(ctx, "lock:b") // still watched: b is told
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("b not told of its loss after a was released")
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("goroutines left after the last hold ended: %v", err)
+	}
+	conns := len(strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n"))
+	mustAcquire(t, ctx, a)
+	admin.Del(ctx, "lock:a")
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a not told of its loss on the second hold")
+	}
+	if now := len(strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n")); now != conns {
+		t.Fatalf("%d connections after the second hold, %d before: the tracker's were not reused", now, conns)
+	}
+}
