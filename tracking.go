@@ -306,7 +306,12 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 			continue
 		}
 		backoff = 0
-		<-t.kick
+		t.mu.Lock()
+		idle := len(t.holds) == 0 // check may have ended the last hold
+		t.mu.Unlock()
+		if !idle {
+			<-t.kick
+		}
 	}
 }
 
@@ -634,9 +639,18 @@ func (h *hold) watched() bool {
 	return h.watcher != nil
 }
 
-// closeAllTrackers stops every tracker and closes its connections, for
-// tests that check for leaked goroutines.
-func closeAllTrackers() {
+// CloseTrackers stops every key tracker of the process (see WithTracking)
+// and closes its connections. Holds it watched are no longer watched: a
+// loss is then found at the next renewal or the local deadline. Holds
+// acquired later start trackers again.
+//
+// A tracker stops its goroutines when its last hold ends and closes its
+// connections 30 seconds later. Call CloseTrackers at shutdown, or in a
+// test before looking for leaked goroutines (go.uber.org/goleak), when
+// holds may still be live: a hold that is never released (a lock without
+// expire, say) keeps its tracker running, retrying its connection once a
+// second while Redis is down.
+func CloseTrackers() {
 	trackers.Range(func(k, v any) bool {
 		t := v.(*tracker)
 		t.mu.Lock()
