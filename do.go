@@ -14,10 +14,11 @@ const releaseTimeout = 5 * time.Second
 // and releases it, even if fn panics.
 //
 // fn's context is derived from ctx and is also cancelled when the lock is
-// lost (renewal failed, the key expired or was taken or reset); the loss
-// is noticed as Done describes. context.Cause then returns an error
-// matching ErrLost and the reason. fn should stop its work when that
-// happens: someone else may hold the lock.
+// lost, as Done describes: within milliseconds of a Reset, a DEL or a
+// takeover of a watched key, and the safety margin (WithSafetyMargin)
+// before the key can expire when renewals fail. context.Cause then
+// returns an error matching ErrLost and the reason. fn should stop its
+// work when that happens: someone else may hold the lock, or soon may.
 //
 // Do returns Acquire's error if the lock was not acquired (fn did not run).
 // Otherwise it returns fn's error, joined with an error matching ErrLost

@@ -141,6 +141,10 @@ var (
 	// below one millisecond, or 0 on a Lock without expire (0 means the
 	// Lock's own expire), with no Redis command sent.
 	ErrInvalidDuration = invalid("duration must be at least 1ms")
+
+	// ErrInvalidSafetyMargin is returned by New for a WithSafetyMargin
+	// below 0, above half the expire, or on a Lock without expire.
+	ErrInvalidSafetyMargin = invalid("safety margin needs an expire and must be from 0 to half of it")
 )
 
 // invalid makes an argument error that matches both itself and

@@ -19,6 +19,7 @@ type hold struct {
 	lockKey []string // KEYS of the extend script
 	id      string
 	expire  time.Duration // 0: the key never expires
+	margin  time.Duration // the hold ends this long before the key can expire
 	maxEnd  time.Time     // WithMaxHold: no renewal past this; zero: no cap
 	token   int64         // fencing token of the acquire; 0 without fencing
 	ack     replicaAck
@@ -61,6 +62,7 @@ func newHold(l *Lock, sent time.Time, id string) *hold {
 		lockKey: l.keys[:1],
 		id:      id,
 		expire:  l.expire,
+		margin:  l.margin,
 		ack:     l.ack,
 		done:    make(chan struct{}),
 
@@ -72,7 +74,7 @@ func newHold(l *Lock, sent time.Time, id string) *hold {
 	if h.expire > 0 {
 		h.mu.Lock() // the timer's func may run before the assignment returns
 		h.expires = sent.Add(h.expire)
-		h.timer = time.AfterFunc(time.Until(h.expires), h.expireLocally)
+		h.timer = time.AfterFunc(time.Until(h.lossAt()), h.expireLocally)
 		h.mu.Unlock()
 	}
 	return h
@@ -141,7 +143,7 @@ func (h *hold) expireLocally() {
 }
 
 func (h *hold) expireLocallyLocked() bool {
-	if h.err != nil || time.Now().Before(h.expires) {
+	if h.err != nil || time.Now().Before(h.lossAt()) {
 		return false
 	}
 	var reason error
@@ -186,8 +188,12 @@ func (h *hold) extended(sent time.Time, d time.Duration) {
 		return
 	}
 	h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
-	h.timer.Reset(time.Until(h.expires))
+	h.timer.Reset(time.Until(h.lossAt()))
 }
+
+// lossAt is when the hold counts as lost unless renewed: the safety margin
+// before the earliest moment the key can expire. Called with h.mu held.
+func (h *hold) lossAt() time.Time { return h.expires.Add(-h.margin) }
 
 func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 
@@ -198,12 +204,18 @@ func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 // the first acquire it returns a closed channel. A new Acquire starts a new
 // hold with a new channel.
 //
-// The hold is lost, and the channel closed, when auto-renewal finds the key
-// gone or someone else's, when no renewal succeeded before the expire ran
-// out on the local clock (counted from when the acquire or last renewal was
-// sent, so it runs out no later than the key), and, without auto-renewal,
-// when the expire runs out on the local clock. A lock without expire and
-// without auto-renewal is only ended by Release.
+// The hold is lost, and the channel closed:
+//   - within milliseconds when someone else changes the key (a Reset, a
+//     DEL, another owner's SET after it expired, an eviction), where the
+//     key is watched (WithTracking, on by default);
+//   - when auto-renewal finds the key gone or someone else's;
+//   - when no renewal succeeded before the expire, less the safety margin
+//     (WithSafetyMargin), ran out on the local clock, counted from when the
+//     acquire or last renewal was sent: the margin before the key can
+//     expire; without auto-renewal, likewise when the expire less the
+//     margin runs out.
+//
+// A lock without expire and without a watch is only ended by Release.
 func (l *Lock) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -43,6 +43,7 @@ type Lock struct {
 	signalExpireMS string        // ARGV form of the signal expire
 	autoRenewal    bool
 	tracking       bool          // watch held keys (WithTracking)
+	margin         time.Duration // WithSafetyMargin, or its default
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
@@ -113,6 +114,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		autoRenewal:    c.autoRenewal,
 		tracking:       !c.noTracking,
+		margin:         c.margin,
 		maxHold:        c.maxHold,
 		ack:            c.ack,
 		maxSlice:       maxSliceFor(rt, c.expire, c.ack),

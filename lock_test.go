@@ -478,6 +478,9 @@ func TestBadInput(t *testing.T) {
 		{"max hold without auto-renewal", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithMaxHold(time.Minute)}, redislock.ErrInvalidMaxHold},
 		{"max hold below expire", c, "job", []redislock.Option{redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithMaxHold(time.Second)}, redislock.ErrInvalidMaxHold},
 		{"negative max hold", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithAutoRenewal(), redislock.WithMaxHold(-time.Second)}, redislock.ErrInvalidMaxHold},
+		{"negative safety margin", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(-time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
+		{"safety margin above half the expire", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(501 * time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
+		{"safety margin without expire", c, "job", []redislock.Option{redislock.WithSafetyMargin(time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

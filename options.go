@@ -31,6 +31,8 @@ type config struct {
 	ack          replicaAck
 	ackGiven     bool
 	noTracking   bool
+	margin       time.Duration
+	marginGiven  bool
 }
 
 func newConfig(opts []Option) config {
@@ -94,9 +96,10 @@ func WithKeyPrefix(prefix string) Option {
 
 // WithAutoRenewal keeps the lock alive while it is held: a goroutine,
 // started by Acquire and stopped (and waited for) by Release, extends the
-// key to the full expire every two thirds of the expire. A renewal that
-// fails on a Redis error is retried until the expire runs out on the local
-// clock; if none succeeds by then, or Redis says the key is gone or someone
+// key to the full expire every two thirds of the expire less the safety
+// margin (WithSafetyMargin). A renewal that fails on a Redis error is
+// retried until the expire less the margin runs out on the local clock;
+// if none succeeds by then, or Redis says the key is gone or someone
 // else's, the lock is lost: Done closes and Err says why. A Lock dropped
 // without Release stops renewing when the garbage collector finds it, and
 // its key then expires.
@@ -151,6 +154,31 @@ func WithFencing() Option {
 // current master.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
+}
+
+// WithSafetyMargin sets how long before the lock key can expire a hold
+// counts as lost: Done closes, and Do's context is cancelled, d before the
+// earliest moment Redis may delete the key (counted on the local clock
+// from when the acquire or the last successful renewal was sent), so
+// that a holder whose renewals fail has d to stop its work while the lock
+// is still its own. Renewals run every two thirds of the expire less d.
+//
+// The default is DefaultSafetyMargin of the expire: 1% of it plus 2 ms,
+// Redlock's allowance for clock drift, at most half the expire. A value
+// below 0 or above half the expire, or any value on a Lock without
+// expire, makes New return ErrInvalidSafetyMargin.
+func WithSafetyMargin(d time.Duration) Option {
+	return func(c *config) { c.margin, c.marginGiven = d, true }
+}
+
+// DefaultSafetyMargin is the safety margin of a Lock with the given expire
+// when no WithSafetyMargin is given: expire/100 + 2ms, at most expire/2;
+// 0 for a lock without expire.
+func DefaultSafetyMargin(expire time.Duration) time.Duration {
+	if expire <= 0 {
+		return 0
+	}
+	return min(expire/100+2*time.Millisecond, expire/2)
 }
 
 // WithTracking turns the watch on a held key on or off. With it on (the
@@ -217,6 +245,11 @@ func (c *config) validate() error {
 		return ErrInvalidMaxHold
 	case c.ackGiven && (c.ack.n < 1 || c.ack.timeout < time.Millisecond):
 		return ErrInvalidReplicaAck
+	case c.marginGiven && (c.margin < 0 || c.expire == 0 || c.margin > c.expire/2):
+		return ErrInvalidSafetyMargin
+	}
+	if !c.marginGiven {
+		c.margin = DefaultSafetyMargin(c.expire)
 	}
 	if !c.idGiven {
 		c.id = uuid.NewString()

@@ -102,14 +102,15 @@ const (
 	maxRetry = time.Second
 )
 
-// renew is the renewal goroutine: every two thirds of the expire it
+// renew is the renewal goroutine: every two thirds of the expire (less
+// the safety margin) it
 // extends the key to the full expire (less near the max-hold cap), with a
 // timeout of its own, never the caller's context. It exits when stopped,
 // when the hold ends, or at the max-hold cap.
 func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 	defer close(h.renewDone)
 	retry := min(max(h.expire/10, minRetry), maxRetry)
-	timer := time.NewTimer(time.Until(sent.Add(h.expire * 2 / 3)))
+	timer := time.NewTimer(time.Until(sent.Add(renewAfter(h.expire, h.margin))))
 	defer timer.Stop()
 	for {
 		select {
@@ -146,7 +147,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		d = d.Truncate(time.Millisecond) // what Redis counts
 		sent := time.Now()
 		h.mu.Lock()
-		budget := time.Until(h.expires)
+		budget := time.Until(h.lossAt())
 		h.sending = true
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
@@ -192,8 +193,14 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 			h.markCapped()
 			return
 		}
-		timer.Reset(time.Until(sent.Add(d * 2 / 3)))
+		timer.Reset(time.Until(sent.Add(renewAfter(d, h.margin))))
 	}
+}
+
+// renewAfter is how long after an extend of d was sent the next renewal
+// is due: two thirds of what the safety margin leaves of d.
+func renewAfter(d, margin time.Duration) time.Duration {
+	return max(d-margin, 0) * 2 / 3
 }
 
 // markCapped records that renewal stopped at the max-hold cap, which is

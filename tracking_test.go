@@ -308,3 +308,32 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 		t.Fatalf("%d connections after the second hold, %d before: the tracker's were not reused", now, conns)
 	}
 }
+
+// Release stops the watch before it sends the release: the invalidation
+// of its own DEL reaches the tracker, which must not take it for a loss,
+// even when the release's reply is slow to come back (here held 100 ms by
+// a hook, long enough for the tracker to read the key first). Err() is
+// ErrReleased, every time.
+func TestReleaseIsNotTakenForALoss(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client()
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if isScript(cmd, 7) && cmd.Args()[2] == "2" { // the release
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	for i := range 5 {
+		mustAcquire(t, ctx, l)
+		time.Sleep(20 * time.Millisecond) // the tracker has read the key
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("cycle %d: Release() = %v", i, err)
+		}
+		if err := l.Err(); !errors.Is(err, redislock.ErrReleased) {
+			t.Fatalf("cycle %d: Err() after Release = %v, want ErrReleased", i, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/faultproxy"
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
@@ -228,5 +230,70 @@ func TestRunLossSignalsCommandAtOnce(t *testing.T) {
 	t.Logf("loss -> COMMAND got SIGTERM, 20 runs: p50 %v, max %v", took[9], took[19])
 	if took[19] > time.Second {
 		t.Fatalf("slowest SIGTERM after a loss: %v; want far less than the 20 s renewal interval", took[19])
+	}
+}
+
+// When Redis stops answering while COMMAND runs, the lock counts as lost
+// the safety margin (--kill-after + 1s) before its key can expire: a
+// COMMAND that ignores SIGTERM is killed about a second before the key
+// can expire, so it never runs while another host may hold the lock.
+func TestRunKillsCommandBeforeTheKeyExpires(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	p, err := faultproxy.Start(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dir := t.TempDir()
+	ready, pidFile := filepath.Join(dir, "ready"), filepath.Join(dir, "pid")
+	script := `trap '' TERM; echo $$ > "$1"; touch "$0"; while :; do sleep 0.05; done`
+	cmd := cliCmd(t, "run", "--redis", "redis://"+p.Addr()+"/0", "--expire", "3s", "--kill-after", "500ms",
+		"--release-timeout", "200ms", "job", "--", "sh", "-c", script, ready, pidFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFile(t, ready)
+	data, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	p.Blackhole(true) // renewals and the key's watch go unanswered from now on
+	cut := time.Now()
+	admin := s.Client()
+	var commandGone, keyGone time.Duration
+	for commandGone == 0 || keyGone == 0 {
+		if time.Since(cut) > 10*time.Second {
+			t.Fatalf("after 10s: COMMAND gone after %v, key gone after %v", commandGone, keyGone)
+		}
+		if commandGone == 0 && syscall.Kill(pid, 0) != nil {
+			commandGone = time.Since(cut)
+		}
+		if keyGone == 0 && admin.Exists(ctx, "lock:job").Val() == 0 {
+			keyGone = time.Since(cut)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("Redis cut off: COMMAND killed after %v, the key expired after %v", commandGone, keyGone)
+	if commandGone > keyGone-500*time.Millisecond {
+		t.Fatalf("COMMAND killed %v after the cut, the key expired %v after it: want COMMAND gone about 1s before", commandGone, keyGone)
+	}
+	p.Blackhole(false)
+	waitExit(t, cmd, 10*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != exitLost {
+		t.Fatalf("exit %d, want %d", code, exitLost)
+	}
+}
+
+// The safety margin of run: --kill-after + 1s, at most half of --expire.
+func TestRunMargin(t *testing.T) {
+	for _, tc := range []struct{ expire, killAfter, want time.Duration }{
+		{30 * time.Second, 10 * time.Second, 11 * time.Second},
+		{5 * time.Second, 10 * time.Second, 2500 * time.Millisecond},
+		{3 * time.Second, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{time.Millisecond, 0, 500 * time.Microsecond},
+	} {
+		if got := runMargin(tc.expire, tc.killAfter); got != tc.want {
+			t.Errorf("runMargin(%v, %v) = %v, want %v", tc.expire, tc.killAfter, got, tc.want)
+		}
 	}
 }

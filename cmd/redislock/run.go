@@ -21,14 +21,21 @@ Takes the lock NAME (waiting for it unless --no-wait), runs COMMAND while
 keeping the lock renewed, releases it when COMMAND exits and exits with
 COMMAND's exit code. Like flock(1), across every host that uses the same
 Redis; compatible with python-redis-lock's lock:NAME keys. The lock's key
-lives for --expire and is renewed every 2/3 of it.
+lives for --expire and is renewed every 2/3 of --expire less the safety
+margin (below).
 
 COMMAND runs in a process group of its own. SIGINT, SIGTERM and SIGHUP sent
 to redislock are passed on to that group, and the lock is released once
-COMMAND has exited. If the lock is lost while COMMAND runs (its key was
-deleted or taken, or Redis could not be reached before the expire ran out),
-the group gets SIGTERM, then SIGKILL after --kill-after, and redislock exits
-with code 69. A signal that arrives before COMMAND starts ends redislock
+COMMAND has exited. If the lock is lost while COMMAND runs, the group gets
+SIGTERM, then SIGKILL after --kill-after, and redislock exits with code 69.
+A key deleted or taken by someone else is noticed within milliseconds
+(redislock watches it with Redis client-side caching; where Redis refuses
+that, at the next renewal). When Redis cannot be reached, the lock counts
+as lost a safety margin before its key can expire: --kill-after + 1s, so
+that SIGKILL lands a second before the key can expire, but at most half of
+--expire. With the defaults (30s, 10s) SIGTERM comes 11s before the key
+can expire. Only when --kill-after + 1s exceeds half of --expire can
+COMMAND outlive the lock, by at most the difference. A signal that arrives before COMMAND starts ends redislock
 (exit 128+N) without starting COMMAND, and releases the lock if it was
 already taken.
 
@@ -139,7 +146,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := f.validate(flagSet(fs, "id")); err != nil {
 		return fail(stderr, "run", exitUsage, err)
 	}
-	opts := []redislock.Option{redislock.WithKeyPrefix(conn.prefix), redislock.WithExpire(f.expire), redislock.WithAutoRenewal()}
+	opts := []redislock.Option{redislock.WithKeyPrefix(conn.prefix), redislock.WithExpire(f.expire), redislock.WithAutoRenewal(),
+		redislock.WithSafetyMargin(runMargin(f.expire, f.killAfter))}
 	if flagSet(fs, "id") {
 		opts = append(opts, redislock.WithID(f.id))
 	}
@@ -218,6 +226,13 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "redislock run: %v (the lock expires on its own)\n", relErr)
 	}
 	return code
+}
+
+// runMargin is run's safety margin (see the help): --kill-after + 1s, so
+// that COMMAND is killed before its key can expire, but at most half the
+// expire.
+func runMargin(expire, killAfter time.Duration) time.Duration {
+	return min(killAfter+time.Second, expire/2)
 }
 
 // unreachableError is takeLock's error when Redis did not answer PING.
