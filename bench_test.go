@@ -2,7 +2,9 @@ package redislock_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,41 +128,63 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// BenchmarkLossDetection measures, per iteration, the time from another
-// client deleting a renewed lock's key to Done closing, as a fraction of
-// the expire (the renewal interval is 2/3 of it, so the expected median is
-// about 1/3):
+// BenchmarkLossDetection measures how soon a renewing holder (30 s
+// expire: renewal every 20 s) is told that someone else changed its key,
+// with key tracking on (the default) and off, for a DEL, a Reset and a
+// takeover (another owner's SET): the p50 and p99 of the time from the
+// change to Done closing. With tracking off the loss is found at the next
+// renewal, so that case uses a 300 ms expire (renewal every 200 ms) and
+// reports the latency as a fraction of the expire too.
 //
-//	go test -run '^$' -bench LossDetection -benchtime 20x .
+//	go test -run '^$' -bench LossDetection -benchtime 50x .
 func BenchmarkLossDetection(b *testing.B) {
-	const expire = 300 * time.Millisecond
 	s := redistest.Start(b)
 	admin := s.Client()
 	ctx := context.Background()
-	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal())
-	var lat []time.Duration
-	i := 0
-	for b.Loop() {
-		if err := l.Acquire(ctx); err != nil {
-			b.Fatal(err)
+	for _, tracking := range []bool{true, false} {
+		for _, c := range lossCases {
+			b.Run(fmt.Sprintf("tracking=%v/%s", tracking, strings.ReplaceAll(c.name, " ", "_")), func(b *testing.B) {
+				expire := 30 * time.Second
+				if !tracking {
+					expire = 300 * time.Millisecond
+				}
+				l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithTracking(tracking))
+				var lat []time.Duration
+				i := 0
+				for b.Loop() {
+					if err := l.Acquire(ctx); err != nil {
+						b.Fatal(err)
+					}
+					// Change the key at a different point of the renewal cycle each time.
+					time.Sleep(time.Duration(i%10) * min(expire, time.Second) / 15)
+					i++
+					changed := time.Now()
+					if err := c.change(ctx, admin, l.Key()); err != nil {
+						b.Fatal(err)
+					}
+					<-l.Done()
+					lat = append(lat, time.Since(changed))
+					admin.Del(ctx, l.Key())
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				p99 := lat[max(int(float64(len(lat))*0.99+0.999999)-1, 0)]
+				b.ReportMetric(float64(lat[(len(lat)-1)/2])/float64(time.Millisecond), "p50-ms")
+				b.ReportMetric(float64(p99)/float64(time.Millisecond), "p99-ms")
+				if !tracking {
+					b.ReportMetric(float64(lat[(len(lat)-1)/2])/float64(expire), "p50/expire")
+				}
+			})
 		}
-		// Delete at a different point of the renewal cycle each time.
-		time.Sleep(time.Duration(i%10) * expire / 15)
-		i++
-		deleted := time.Now()
-		admin.Del(ctx, l.Key())
-		<-l.Done()
-		lat = append(lat, time.Since(deleted))
 	}
-	b.StopTimer()
-	l.Release(ctx)
-	b.ReportMetric(float64(median(lat))/float64(time.Millisecond), "detect-p50-ms")
-	b.ReportMetric(float64(median(lat))/float64(expire), "detect/expire")
 }
 
 // BenchmarkRenewalCommands holds a renewed lock for one second of renewals
-// per iteration and reports the commands it sent per minute, scaled to a
-// 30 s expire (renewals are periodic: the count scales as 1/expire).
+// per iteration, with key tracking on and off, and reports the commands
+// clients sent per minute (the extend scripts, and the tracker's GET after
+// each), scaled to a 30 s expire (renewals are periodic: the count scales
+// as 1/expire). INFO commandstats also counts the commands a script runs:
+// each extend script runs one GET, which is not a command sent.
 //
 //	go test -run '^$' -bench RenewalCommands -benchtime 3x .
 func BenchmarkRenewalCommands(b *testing.B) {
@@ -168,26 +192,33 @@ func BenchmarkRenewalCommands(b *testing.B) {
 	s := redistest.Start(b)
 	admin := s.Client()
 	ctx := context.Background()
-	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal())
-	var cmds int64
-	var held time.Duration
-	for b.Loop() {
-		if err := l.Acquire(ctx); err != nil {
-			b.Fatal(err)
-		}
-		before := commandStats(b, admin)
-		start := time.Now()
-		time.Sleep(time.Second)
-		d := delta(before, commandStats(b, admin))
-		held += time.Since(start)
-		cmds += d["evalsha"] + d["eval"]
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for _, tracking := range []bool{true, false} {
+		b.Run(fmt.Sprintf("tracking=%v", tracking), func(b *testing.B) {
+			l := mustNew(b, s.Client(), "bench", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithTracking(tracking))
+			var renewals, gets int64
+			var held time.Duration
+			for b.Loop() {
+				if err := l.Acquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(20 * time.Millisecond) // the tracker's first GET falls outside the window
+				before := commandStats(b, admin)
+				start := time.Now()
+				time.Sleep(time.Second)
+				d := delta(before, commandStats(b, admin))
+				held += time.Since(start)
+				renewals += d["evalsha"] + d["eval"]
+				gets += d["get"] - (d["evalsha"] + d["eval"]) // less the extend scripts' own GET
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			scale := float64(expire) / float64(30*time.Second)
+			b.ReportMetric(float64(renewals+gets)/held.Minutes(), "cmds/min")
+			b.ReportMetric(float64(renewals+gets)/held.Minutes()*scale, "cmds/min@30s-expire")
+			b.ReportMetric(float64(gets)/float64(max(renewals, 1)), "gets/renewal")
+		})
 	}
-	perMin := float64(cmds) / held.Minutes()
-	b.ReportMetric(perMin, "cmds/min")
-	b.ReportMetric(perMin*float64(expire)/float64(30*time.Second), "cmds/min@30s-expire")
 }
 
 // BenchmarkTopologies runs, per iteration, one uncontended acquire+release

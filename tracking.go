@@ -3,11 +3,14 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,10 +96,12 @@ type trackConns struct {
 	sub      *redis.Client
 	ps       *redis.PubSub
 	rd       *redis.Client
-	subID    atomic.Int64 // CLIENT ID of sub's current connection
-	rearm    atomic.Bool  // sub reconnected: redirect rd's tracking to the new id
+	subID    atomic.Int64 // CLIENT ID of sub's connection
+	subName  string       // the unique CLIENT SETNAME of sub's connection
+	subConn  atomic.Bool  // sub has connected once: a second connection is refused
+	rdConn   atomic.Bool  // rd likewise
 	stopping atomic.Bool  // the receiver is to exit
-	broken   atomic.Bool  // the receiver gave up on sub: reconnect
+	broken   atomic.Bool  // a connection was lost: make new ones
 }
 
 // trackerFor returns the tracker of client for key: on a cluster, that of
@@ -345,19 +350,11 @@ func (t *tracker) refuse(err error) {
 	clear(t.dirty)
 }
 
-// check re-arms the redirect after sub reconnected, then reads the dirty
-// keys (all of them after a reconnect) and ends every hold whose key no
-// longer holds its id.
+// check reads the dirty keys (all of them on new connections) and ends
+// every hold whose key no longer holds its id.
 func (t *tracker) check(c *trackConns) error {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
-	if c.rearm.Swap(false) {
-		if err := c.rd.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", c.subID.Load()).Err(); err != nil {
-			c.rearm.Store(true)
-			return err
-		}
-		t.markAll()
-	}
 	t.mu.Lock()
 	var keys []string
 	if t.all {
@@ -395,6 +392,9 @@ func (t *tracker) check(c *trackConns) error {
 			continue
 		case err != nil:
 			failed = err
+			if c.broken.Load() { // rd lost its connection: all is read again on new ones
+				return failed
+			}
 			t.mu.Lock()
 			if _, ok := t.holds[key]; ok {
 				t.dirty[key] = struct{}{} // again after the backoff; no poke, or it would spin
@@ -463,10 +463,15 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 				cancel()
 				continue
 			}
+			if c.broken.Load() {
+				// The connection was lost and go-redis's own new one
+				// refused (see connectTracking): run makes a new pair.
+				t.poke()
+				return
+			}
 			// A payload go-redis cannot parse (the null of a FLUSHALL:
-			// every key) or a broken connection, which go-redis dials
-			// again on the next receive (and subscribes again): either
-			// way, invalidations may have been missed.
+			// every key), or the connection lost: either way,
+			// invalidations may have been missed.
 			t.markAll()
 			backoff = nextBackoff(backoff)
 			time.Sleep(backoff)
@@ -483,10 +488,6 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 			} else {
 				t.markAll()
 			}
-		case *redis.Subscription:
-			// Subscribed again on a new connection: what was sent in
-			// between is lost.
-			t.markAll()
 		}
 	}
 }
@@ -535,18 +536,37 @@ func (c *trackConns) close() {
 	_ = c.rd.Close()
 }
 
+// errTrackerConn is the error of a tracker connection that go-redis would
+// dial again on its own (see connectTracking).
+var errTrackerConn = errors.New("redislock: tracker connection lost")
+
 // connectTracking opens a tracker's connections to the node of opt: sub,
-// switched to RESP2 and subscribed to the invalidation channel, and rd,
-// with tracking on and redirected to sub. An error reply means Redis (or
-// an ACL, or a proxy) refuses tracking.
+// switched to RESP2, named uniquely and subscribed to the invalidation
+// channel, and rd, switched to RESP2, with tracking on and redirected to
+// sub. An error reply means Redis (or an ACL, or a proxy) refuses
+// tracking.
+//
+// A redirect goes to a client id, and ids start again from 1 when Redis
+// restarts: rd must never redirect to an id that belongs to someone
+// else's connection, which would then receive invalidation pushes in the
+// middle of its replies. So rd checks, on its own connection, that the id
+// is sub's (by sub's unique name) before it redirects; and neither
+// connection is ever replaced on its own (go-redis dials again after a
+// broken connection): a second connection fails, marks the pair broken,
+// and the tracker makes a new pair.
 func connectTracking(opt redis.Options) (*trackConns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
-	c := &trackConns{}
+	c := &trackConns{subName: "redislock-tracker-" + uuid.NewString()}
 	userOnConnect := opt.OnConnect
+	opt.ClientName = "" // ours are named below, or left unnamed
 	so := opt
 	so.PoolSize, so.MinIdleConns = 1, 0
 	so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		if c.subConn.Swap(true) {
+			c.broken.Store(true)
+			return errTrackerConn
+		}
 		if userOnConnect != nil {
 			if err := userOnConnect(ctx, cn); err != nil {
 				return err
@@ -557,12 +577,14 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 		if err := connDo(ctx, cn, "HELLO", "2"); err != nil {
 			return err
 		}
+		if err := connDo(ctx, cn, "CLIENT", "SETNAME", c.subName); err != nil {
+			return err
+		}
 		id, err := cn.ClientID(ctx).Result()
 		if err != nil {
 			return err
 		}
 		c.subID.Store(id)
-		c.rearm.Store(true)
 		return nil
 	}
 	c.sub = redis.NewClient(&so)
@@ -573,21 +595,13 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 		return nil, err
 	}
 	ro := opt
-	ro.PoolSize, ro.MinIdleConns = 1, 0
-	ro.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-		if userOnConnect != nil {
-			if err := userOnConnect(ctx, cn); err != nil {
-				return err
-			}
-		}
-		return connDo(ctx, cn, "CLIENT", "TRACKING", "ON", "REDIRECT", c.subID.Load())
-	}
+	ro.PoolSize, ro.MinIdleConns, ro.MaxRetries = 1, 0, -1
+	ro.OnConnect = c.rdOnConnect(userOnConnect)
 	c.rd = redis.NewClient(&ro)
 	if err := c.rd.Ping(ctx).Err(); err != nil {
 		c.close()
 		return nil, err
 	}
-	c.rearm.Store(false) // rd was just redirected to the current id
 	return c, nil
 }
 
@@ -596,6 +610,37 @@ func connDo(ctx context.Context, cn *redis.Conn, args ...any) error {
 	cmd := redis.NewCmd(ctx, args...)
 	_ = cn.Process(ctx, cmd)
 	return cmd.Err()
+}
+
+// rdOnConnect is the OnConnect of rd (see connectTracking): it refuses a
+// second connection, switches to RESP2, checks that sub's id is sub's and
+// redirects tracking to it.
+func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn) error) func(context.Context, *redis.Conn) error {
+	return func(ctx context.Context, cn *redis.Conn) error {
+		if c.rdConn.Swap(true) {
+			c.broken.Store(true)
+			return errTrackerConn
+		}
+		if userOnConnect != nil {
+			if err := userOnConnect(ctx, cn); err != nil {
+				return err
+			}
+		}
+		// RESP2: no push (tracking-redir-broken) ever comes on rd.
+		if err := connDo(ctx, cn, "HELLO", "2"); err != nil {
+			return err
+		}
+		id := c.subID.Load()
+		list := redis.NewStringCmd(ctx, "CLIENT", "LIST", "ID", id)
+		_ = cn.Process(ctx, list)
+		if err := list.Err(); err != nil {
+			return err
+		}
+		if !strings.Contains(list.Val(), " name="+c.subName+" ") {
+			return fmt.Errorf("%w: client %d is not the tracker's subscriber", errTrackerConn, id)
+		}
+		return connDo(ctx, cn, "CLIENT", "TRACKING", "ON", "REDIRECT", id)
+	}
 }
 
 // setWatch records that h is watched by t under key. A hold that ended

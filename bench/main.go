@@ -26,8 +26,13 @@ type config struct {
 	duration time.Duration // per uncontended and contended run
 	hold     time.Duration // the waiters workload's hold
 	rounds   int           // counter increments per worker
-	out      string
-	chart    string
+	// The tracking workload: trackLocks locks with expire trackExpire,
+	// held for trackRenewals renewals of each.
+	trackLocks    int
+	trackExpire   time.Duration
+	trackRenewals int
+	out           string
+	chart         string
 }
 
 func main() {
@@ -39,8 +44,10 @@ func main() {
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
 	cfg.hold, cfg.rounds = 2*time.Second, 200
+	cfg.trackLocks, cfg.trackExpire, cfg.trackRenewals = 20, 3*time.Second, 10 // a window of ~20 s
 	if cfg.quick {
 		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
+		cfg.trackExpire, cfg.trackRenewals = time.Second, 3 // ~2 s
 	}
 	log.SetFlags(0)
 	if err := run(cfg); err != nil {
@@ -95,6 +102,15 @@ func run(cfg config) error {
 			medianF(res.waiters, func(r waiting) float64 { return float64(r.commands) }),
 			maxLost(res.counter))
 		rep.results = append(rep.results, res)
+	}
+	for _, on := range []bool{false, true} {
+		r, err := renewalCommands(ctx, srv.addr, cfg.trackLocks, cfg.trackExpire, cfg.trackRenewals, on)
+		if err != nil {
+			return fmt.Errorf("renewals, tracking %v: %w", on, err)
+		}
+		log.Printf("%d locks renewing every %v, tracking %-5v: %d renewals, %d commands in %v: %.1f commands per lock per minute",
+			r.locks, r.every.Round(time.Millisecond), on, r.renewals(), r.total(), r.window.Round(time.Millisecond), r.perLockMinute(r.total()))
+		rep.renewals = append(rep.renewals, r)
 	}
 	rep.finished = time.Now()
 	if err := os.WriteFile(cfg.out, []byte(rep.markdown()), 0o644); err != nil {

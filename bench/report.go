@@ -16,6 +16,7 @@ type report struct {
 	ping              []time.Duration
 	raw               []cycles
 	results           []*contenderResult
+	renewals          []renewalCost // the tracking workload: off, then on
 }
 
 func cpuModel() string {
@@ -96,8 +97,57 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f |\n", c.name, maxLost(n),
 			medianF(n, func(x count) float64 { return x.perSec }), medianF(n, func(x count) float64 { return x.commands }))
 	}
+	r.trackingSection(&b)
 	fmt.Fprintf(&b, "\n![chart](chart.svg)\n")
 	return b.String()
+}
+
+// trackingSection reports the tracking workload: commands per held lock
+// per minute, tracking off and on.
+func (r *report) trackingSection(b *strings.Builder) {
+	var off, on *renewalCost
+	for i := range r.renewals {
+		if r.renewals[i].tracking {
+			on = &r.renewals[i]
+		} else {
+			off = &r.renewals[i]
+		}
+	}
+	if off == nil || on == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n## 5. Key tracking: Redis commands per held lock per minute, renewals only\n\n")
+	fmt.Fprintf(b, "go-redis-lock only: %d locks held on one go-redis client with `WithExpire(%v)` and `WithAutoRenewal()` (a renewal every %v), "+
+		"once with `WithTracking(false)` and once with `WithTracking(true)`, one run each. The window lasts %d renewals of each lock "+
+		"(off %v, on %v); it starts half a renewal after the acquires, so that they, the tracker's set-up and its first reads fall before it, "+
+		"and ends before the releases. Commands are those the server ran in the window: `INFO commandstats` deltas "+
+		"read on an admin connection of its own, its own `INFO` left out. Commandstats also count the commands a Lua script runs: "+
+		"the extend script's `get`, `pttl` and `pexpire` are in the table next to the `evalsha` that ran them, and with tracking on "+
+		"`get` also counts the tracker's re-read of the key after each invalidation.\n\n",
+		off.locks, off.expire, off.every.Round(time.Millisecond), r.cfg.trackRenewals,
+		off.window.Round(time.Millisecond), on.window.Round(time.Millisecond))
+	fmt.Fprintf(b, "| command | tracking off: calls/lock/min | tracking on: calls/lock/min | on − off | off: per renewal | on: per renewal |\n|---|---:|---:|---:|---:|---:|\n")
+	row := func(label string, offN, onN int64) {
+		o, n := off.perLockMinute(offN), on.perLockMinute(onN)
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %+.1f | %.2f | %.2f |\n", label, o, n, n-o, off.perRenewal(offN), on.perRenewal(onN))
+	}
+	for _, name := range commandNames(*off, *on) {
+		row("`"+name+"`", off.calls[name], on.calls[name])
+	}
+	row("**total**", off.total(), on.total())
+	row("renewals (`evalsha` + `eval`)", off.renewals(), on.renewals())
+	ratio := 0.0
+	if offT := off.perLockMinute(off.total()); offT > 0 {
+		ratio = on.perLockMinute(on.total()) / offT
+	}
+	fmt.Fprintf(b, "\nWith tracking on the server ran **%.2f×** the commands per held lock per minute it ran with tracking off "+
+		"(%.1f against %.1f, at %.1f and %.1f renewals per lock per minute): %.2f against %.2f commands per renewal, "+
+		"of which `get` %.2f against %.2f, so tracking added %+.2f `get` per renewal.\n",
+		ratio, on.perLockMinute(on.total()), off.perLockMinute(off.total()),
+		on.perLockMinute(on.renewals()), off.perLockMinute(off.renewals()),
+		on.perRenewal(on.total()), off.perRenewal(off.total()),
+		on.perRenewal(on.calls["get"]), off.perRenewal(off.calls["get"]),
+		on.perRenewal(on.calls["get"])-off.perRenewal(off.calls["get"]))
 }
 
 // svg draws three horizontal bar panels: uncontended cycles/s, contended
