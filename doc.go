@@ -25,16 +25,19 @@
 // # Holding and losing
 //
 // WithAutoRenewal keeps a held lock alive: a goroutine extends the key
-// every two thirds of the expire, until Release stops it (and waits for
-// it). Every hold also keeps a validity deadline on the local monotonic
-// clock, counted from when the acquire or the last successful renewal was
-// sent, so it never outlives the key. When a renewal finds the key gone or
-// someone else's, or no renewal succeeds before the deadline, or (without
-// renewal) the deadline passes, the hold is lost: Done closes, Err returns
-// ErrLost with the reason, nothing is renewed again and the key is never
-// recreated. A loss is noticed by the next renewal or when the local deadline
-// passes, not sooner: a Reset or a takeover between two renewals goes
-// unseen until then.
+// every two thirds of the expire less the safety margin, until Release
+// stops it (and waits for it). While a lock is held its key is watched with
+// Redis client-side caching (WithTracking, on by default): a Reset, a DEL or
+// another owner's SET ends the hold within milliseconds. Every hold also
+// keeps a validity deadline on the local monotonic clock, counted from
+// when the acquire or the last successful renewal was sent, and counts as
+// lost a safety margin (WithSafetyMargin) before it, while the key is
+// still its own. When the watch or a renewal finds the key gone or someone
+// else's, or no renewal succeeds before the deadline, or (without renewal)
+// the deadline passes, the hold is lost: Done closes, Err returns ErrLost
+// with the reason, nothing is renewed again and the key is never
+// recreated. Where Redis refuses tracking (see Check), a change between two
+// renewals is noticed at the next one.
 //
 // # Protocol
 //
@@ -69,9 +72,9 @@
 //
 // # Contexts
 //
-// Every call that talks to Redis takes a context. Without the client option
-// ContextTimeoutEnabled, go-redis does not interrupt a blocking command
-// when its context ends; a waiter's slices never outlast its context's
-// deadline, but a cancellation without deadline is noticed at the end of
-// the current slice. Set ContextTimeoutEnabled for prompt cancellation.
+// Every call that talks to Redis takes a context. An Acquire returns as
+// soon as its context ends, whatever the client's options: the wait it
+// sent is finished in the background (see Settle). Without the client
+// option ContextTimeoutEnabled, go-redis does not interrupt other commands
+// when their context ends; set it so that deadlines bound them.
 package redislock

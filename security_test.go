@@ -290,8 +290,13 @@ func TestHostileNames(t *testing.T) {
 
 // aclLine is the ACL the README gives for a user of the lock: its keys,
 // the commands it sends, and those its scripts run.
-const aclLine = "ACL SETUSER locker on >secret resetkeys ~lock:* ~lock-signal:* ~lock-fence:* resetchannels -@all " +
-	"+evalsha +eval +script|load +blpop +get +set +del +exists +lpush +pexpire +pttl +time +scan +ping +watch +multi +exec"
+const aclLine = "ACL SETUSER locker on >secret resetkeys ~lock:* ~lock-signal:* ~lock-fence:* resetchannels &__redis__:invalidate -@all " +
+	"+evalsha +eval +script|load +blpop +get +set +del +exists +lpush +pexpire +pttl +time +scan +ping +watch +multi +exec " +
+	"+hello +client|id +client|setname +client|list +client|tracking +subscribe"
+
+// trackingReader matches, in CLIENT LIST, a connection of the user locker
+// with tracking on, redirected to another connection.
+var trackingReader = regexp.MustCompile(`user=locker redir=[0-9]`)
 
 // A user limited to the lock's keys and commands can do everything.
 func TestACLUser(t *testing.T) {
@@ -307,6 +312,18 @@ func TestACLUser(t *testing.T) {
 	holder := mustNew(t, user(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithAutoRenewal())
 	if err := holder.Acquire(ctx); err != nil {
 		t.Fatalf("Acquire() as the ACL user = %v", err)
+	}
+	// The key is watched: a loss would be noticed at once. The tracker
+	// sets up in the background (its subscriber is named
+	// redislock-tracker-*); a refusal would have unwatched the hold.
+	for deadline := time.Now().Add(5 * time.Second); !trackingReader.MatchString(admin.ClientList(ctx).Val()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tracking reader of the ACL user after 5 s: %s", admin.ClientList(ctx).Val())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !redislock.Watched(holder) {
+		t.Fatal("the ACL user's hold is not watched: tracking was refused")
 	}
 	waiter := mustNew(t, user(), "job")
 	done := acquireAsync(ctx, waiter)
