@@ -254,3 +254,44 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 		}
 	})
 }
+
+// When the context ends as the waiter's pipelined try wins (here a hook
+// cancels it just as the reply comes in, before go-redis hands it over),
+// the context wins: Acquire returns its error and the lock is released
+// behind it, so a process told to stop never goes on holding a lock taken
+// after it was told. (Should the reply be handed over first and the
+// context end before Acquire looks, the context wins too; that window is
+// too narrow to force from outside.)
+func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job")
+	mustAcquire(t, ctx, holder)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := s.Client()
+	c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 0 && cmds[0].Name() == "blpop" {
+			cancel() // the reply is in, and the caller is told to stop
+			time.Sleep(20 * time.Millisecond)
+		}
+		return err
+	}))
+	waiter := mustNew(t, c, "job")
+	w := acquireAsync(wctx, waiter)
+	waitBlocked(t, admin, 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, w); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Acquire() = %v; want context.Canceled: the caller gave up as the try won", r.err)
+	}
+	if err := waiter.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if owner, _ := holder.OwnerID(ctx); owner != "" {
+		t.Fatalf("lock held by %q after the waiter gave up; want it released", owner)
+	}
+}

@@ -179,16 +179,20 @@ func (h *hold) extendedUntil() time.Duration {
 	return max(time.Until(h.until), 0)
 }
 
-// extended records a successful extend of d sent at sent.
+// extended records a successful extend of d sent at sent. The change of
+// the key is one the tracker, if any, must hear of (see expectChange).
 func (h *hold) extended(sent time.Time, d time.Duration) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	t, key := h.watcher, h.watchKey
 	h.lastErr = nil
-	if h.err != nil || h.timer == nil {
-		return
+	if h.err == nil && h.timer != nil {
+		h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
+		h.timer.Reset(time.Until(h.lossAt()))
 	}
-	h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
-	h.timer.Reset(time.Until(h.lossAt()))
+	h.mu.Unlock()
+	if t != nil {
+		t.expectChange(key)
+	}
 }
 
 // lossAt is when the hold counts as lost unless renewed: the safety margin

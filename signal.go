@@ -194,8 +194,9 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 // go-redis cannot abort a read in progress: a cancellation without a
 // deadline, and any deadline without ContextTimeoutEnabled, would only be
 // seen when the BLPOP returns. So the pipeline runs on a context of its
-// own, and when ctx ends first waitAndTry returns at once with ctx's error
-// while the pipeline is finished off in the background (see abandonWait):
+// own, and when ctx ends first (or as it answers) waitAndTry returns at
+// once with ctx's error while the pipeline is finished off in the
+// background (see abandonWait):
 // its BLPOP is woken through the waiter's wake key, a signal it popped is
 // given back and a lock its try took is released. The Lock's next Acquire
 // or Release waits for that.
@@ -213,13 +214,15 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) (re
 	}()
 	select {
 	case r := <-ch:
-		return r.res, r.popped, r.err
+		if ctx.Err() == nil {
+			return r.res, r.popped, r.err
+		}
+		// It answered as ctx ended: ctx wins, so that nothing is taken
+		// after the caller gave up (a process told to stop, say).
+		done := make(chan waitResult, 1)
+		done <- r
+		ch = done
 	case <-ctx.Done():
-	}
-	select {
-	case r := <-ch: // it answered meanwhile: keep what it won
-		return r.res, r.popped, r.err
-	default:
 	}
 	l.cleanups.add()
 	go l.abandonWait(context.WithoutCancel(ctx), wake, ch)
@@ -241,19 +244,23 @@ func (l *Lock) abandonWait(ctx context.Context, wake string, ch <-chan waitResul
 	defer l.cleanups.done()
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	pushed := false
-	if wake != "" {
-		pipe := l.client.TxPipeline()
-		pipe.LPush(ctx, wake, "1")
-		pipe.PExpire(ctx, wake, wakeExpire)
-		_, err := pipe.Exec(ctx)
-		pushed = err == nil
-	}
 	var r waitResult
+	pushed := false
 	select {
-	case r = <-ch:
-	case <-ctx.Done():
-		r = <-ch // bounded: the pipeline's own context ends too
+	case r = <-ch: // answered already: nothing to wake
+	default:
+		if wake != "" {
+			pipe := l.client.TxPipeline()
+			pipe.LPush(ctx, wake, "1")
+			pipe.PExpire(ctx, wake, wakeExpire)
+			_, err := pipe.Exec(ctx)
+			pushed = err == nil
+		}
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			r = <-ch // bounded: the pipeline's own context ends too
+		}
 	}
 	switch {
 	case r.err == nil && r.res.status == statusAcquired:

@@ -52,10 +52,16 @@ const (
 	// (an error reply while setting up) waits before it tries again.
 	trackerUnavailableRetry = time.Minute
 
-	// receiveTimeout bounds one wait for an invalidation; after it the
-	// receiver pings, and three in a row without a reply count as a
-	// broken connection.
-	receiveTimeout = 5 * time.Second
+	// idlePing is how long a tracker's connection may stay idle before it
+	// is pinged: the subscriber after so long without a message (three
+	// unanswered in a row count as a broken connection), the reader after
+	// so long without a read. A lock renewed more often than that (an
+	// expire up to 90 s) never causes one.
+	idlePing = time.Minute
+
+	// expectWithin is how soon the invalidation of our own change must
+	// come (see expectChange).
+	expectWithin = time.Second
 
 	// trackerTimeout bounds each of the tracker's own commands.
 	trackerTimeout = 2 * time.Second
@@ -80,6 +86,7 @@ type tracker struct {
 	mu      sync.Mutex
 	holds   map[string]map[*hold]struct{} // watched key -> its holds
 	dirty   map[string]struct{}           // keys to read again
+	expect  map[string]time.Time          // our own change of the key: its invalidation is due by then
 	all     bool                          // read every watched key again
 	running bool                          // run's goroutine is live
 	exited  chan struct{}                 // closed when the last run has exited
@@ -99,7 +106,8 @@ type trackConns struct {
 	subID    atomic.Int64 // CLIENT ID of sub's connection
 	subName  string       // the unique CLIENT SETNAME of sub's connection
 	subConn  atomic.Bool  // sub has connected once: a second connection is refused
-	rdConn   atomic.Bool  // rd likewise
+	rdConn   atomic.Bool  // rd has connected once
+	rdNew    atomic.Bool  // rd has a new connection, on which no key is tracked yet
 	stopping atomic.Bool  // the receiver is to exit
 	broken   atomic.Bool  // a connection was lost: make new ones
 }
@@ -127,11 +135,12 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		return v.(*tracker)
 	}
 	t := &tracker{
-		k:     k,
-		opt:   *node.Options(),
-		kick:  make(chan struct{}, 1),
-		holds: map[string]map[*hold]struct{}{},
-		dirty: map[string]struct{}{},
+		k:      k,
+		opt:    *node.Options(),
+		kick:   make(chan struct{}, 1),
+		holds:  map[string]map[*hold]struct{}{},
+		dirty:  map[string]struct{}{},
+		expect: map[string]time.Time{},
 	}
 	v, _ := trackers.LoadOrStore(k, t)
 	return v.(*tracker)
@@ -205,6 +214,7 @@ func (t *tracker) remove(key string, h *hold) {
 	if len(hs) == 0 {
 		delete(t.holds, key)
 		delete(t.dirty, key)
+		delete(t.expect, key)
 	}
 	if len(t.holds) == 0 {
 		t.poke() // run exits
@@ -223,8 +233,40 @@ func (t *tracker) poke() {
 func (t *tracker) markAll() {
 	t.mu.Lock()
 	t.all = true
+	clear(t.expect)
 	t.mu.Unlock()
 	t.poke()
+}
+
+// expectChange records that we just changed key (a renewal or an Extend
+// succeeded): Redis must send its invalidation within expectWithin, as it
+// does for any change of a tracked key. When none comes, the watch is not
+// working (the reader's connection died without a word, say) and every key
+// is read again, which replaces a dead connection and tracks them anew.
+func (t *tracker) expectChange(key string) {
+	t.mu.Lock()
+	if _, ok := t.holds[key]; ok {
+		t.expect[key] = time.Now().Add(expectWithin)
+	}
+	t.mu.Unlock()
+	t.poke() // run sets its timer
+}
+
+// overdue reports whether an expected invalidation is late, and when the
+// next one is due (zero: none expected).
+func (t *tracker) overdue() (late bool, next time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for _, due := range t.expect {
+		if now.After(due) {
+			return true, time.Time{}
+		}
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return false, next
 }
 
 // markKeys has keys read again, those that are watched.
@@ -232,6 +274,7 @@ func (t *tracker) markKeys(keys []string) {
 	t.mu.Lock()
 	n := 0
 	for _, k := range keys {
+		delete(t.expect, k)
 		if _, ok := t.holds[k]; ok {
 			t.dirty[k] = struct{}{}
 			n++
@@ -315,7 +358,37 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 		idle := len(t.holds) == 0 // check may have ended the last hold
 		t.mu.Unlock()
 		if !idle {
-			<-t.kick
+			t.waitKick(c)
+		}
+	}
+}
+
+// waitKick waits for work. After idlePing without any, it pings rd: a
+// connection of rd that died (a CLIENT KILL, a proxy's idle timeout) takes
+// its tracked keys with it, which its replacement must read again.
+func (t *tracker) waitKick(c *trackConns) {
+	late, next := t.overdue()
+	if late {
+		t.markAll()
+		return
+	}
+	wait := idlePing
+	if !next.IsZero() {
+		wait = time.Until(next) + time.Millisecond
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-t.kick:
+	case <-timer.C:
+		if !next.IsZero() {
+			return // an expected invalidation may be late: checked on the next round
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+		_ = c.rd.Ping(ctx)
+		cancel()
+		if c.rdNew.Swap(false) {
+			t.markAll()
 		}
 	}
 }
@@ -379,6 +452,9 @@ func (t *tracker) check(c *trackConns) error {
 		cmds[i] = pipe.Get(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	if c.rdNew.Swap(false) {
+		t.markAll() // a new connection of rd: keys read before are not tracked on it
+	}
 	var failed error
 	for i, key := range keys {
 		v, err := cmds[i].Result()
@@ -446,7 +522,7 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 	timeouts := 0
 	var backoff time.Duration
 	for !c.stopping.Load() {
-		msg, err := c.ps.ReceiveTimeout(context.Background(), receiveTimeout)
+		msg, err := c.ps.ReceiveTimeout(context.Background(), idlePing)
 		if c.stopping.Load() {
 			return
 		}
@@ -549,11 +625,14 @@ var errTrackerConn = errors.New("redislock: tracker connection lost")
 // A redirect goes to a client id, and ids start again from 1 when Redis
 // restarts: rd must never redirect to an id that belongs to someone
 // else's connection, which would then receive invalidation pushes in the
-// middle of its replies. So rd checks, on its own connection, that the id
-// is sub's (by sub's unique name) before it redirects; and neither
-// connection is ever replaced on its own (go-redis dials again after a
-// broken connection): a second connection fails, marks the pair broken,
-// and the tracker makes a new pair.
+// middle of its replies. So each connection of rd checks, on itself, that
+// the id is sub's (by sub's unique name) before it redirects; one that
+// finds sub gone marks the pair broken. rd may have several connections
+// (go-redis v9.23 sends pipelines on a pool of their own) and gets new
+// ones after a broken one: keys are tracked per connection, so every key
+// is read again after a new one. sub is never replaced on its own (rd's
+// connections redirect to its id): a second connection fails, marks the
+// pair broken, and the tracker makes a new pair.
 func connectTracking(opt redis.Options) (*trackConns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
@@ -563,7 +642,7 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	so := opt
 	so.PoolSize, so.MinIdleConns = 1, 0
 	so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-		if c.subConn.Swap(true) {
+		if c.subConn.Load() {
 			c.broken.Store(true)
 			return errTrackerConn
 		}
@@ -585,6 +664,7 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 			return err
 		}
 		c.subID.Store(id)
+		c.subConn.Store(true)
 		return nil
 	}
 	c.sub = redis.NewClient(&so)
@@ -612,15 +692,11 @@ func connDo(ctx context.Context, cn *redis.Conn, args ...any) error {
 	return cmd.Err()
 }
 
-// rdOnConnect is the OnConnect of rd (see connectTracking): it refuses a
-// second connection, switches to RESP2, checks that sub's id is sub's and
-// redirects tracking to it.
+// rdOnConnect is the OnConnect of rd's connections (see connectTracking):
+// it switches to RESP2, checks that sub's id is sub's and redirects
+// tracking to it.
 func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn) error) func(context.Context, *redis.Conn) error {
 	return func(ctx context.Context, cn *redis.Conn) error {
-		if c.rdConn.Swap(true) {
-			c.broken.Store(true)
-			return errTrackerConn
-		}
 		if userOnConnect != nil {
 			if err := userOnConnect(ctx, cn); err != nil {
 				return err
@@ -637,9 +713,16 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 			return err
 		}
 		if !strings.Contains(list.Val(), " name="+c.subName+" ") {
+			c.broken.Store(true)
 			return fmt.Errorf("%w: client %d is not the tracker's subscriber", errTrackerConn, id)
 		}
-		return connDo(ctx, cn, "CLIENT", "TRACKING", "ON", "REDIRECT", id)
+		if err := connDo(ctx, cn, "CLIENT", "TRACKING", "ON", "REDIRECT", id); err != nil {
+			return err
+		}
+		if c.rdConn.Swap(true) {
+			c.rdNew.Store(true)
+		}
+		return nil
 	}
 }
 

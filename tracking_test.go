@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -337,3 +338,65 @@ func TestReleaseIsNotTakenForALoss(t *testing.T) {
 		}
 	}
 }
+
+// Through a Sentinel failover client (whose options dial the current
+// master through Sentinel), held keys are watched too.
+func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
+	primary := redistest.Start(t)
+	ss := redistest.StartSentinels(t, primary, 1)
+	ctx := ctxT(t)
+	holder := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	took := measureLoss(t, ctx, holder, primary.Client(), lossCases[1], 10)
+	t.Logf("Sentinel client, DEL -> Done: %s", percentiles(took))
+	if slow := took[len(took)-1]; slow > time.Second {
+		t.Fatalf("slowest notice: %v; want far less than the 20 s renewal interval", slow)
+	}
+}
+
+// A reader connection of the tracker that dies without a word (here a
+// CLIENT KILL; a proxy's idle timeout would do the same) takes the
+// tracking of its keys with it, and Redis tells nobody. The tracker finds
+// out at our own next change of the key (an Extend here, a renewal
+// usually): its invalidation does not come, so every key is read again on
+// a new connection, and a DEL after that is noticed at once.
+func TestDeadReaderIsReplaced(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, holder)
+	var reader string
+	for deadline := time.Now().Add(5 * time.Second); reader == ""; {
+		for _, line := range strings.Split(admin.ClientList(ctx).Val(), "\n") {
+			if m := readerID.FindStringSubmatch(line); m != nil {
+				reader = m[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tracking reader within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "ID", reader).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Extend(ctx, 0); err != nil { // our own change: its invalidation will not come
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the tracker gives up waiting for it after 1 s
+	start := time.Now()
+	admin.Del(ctx, holder.Key())
+	select {
+	case <-holder.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("DEL not noticed within 5s after the reader died (the next renewal is 20 s away)")
+	}
+	t.Logf("reader killed, Extend, DEL -> Done: %v", time.Since(start))
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("DEL noticed after %v", took)
+	}
+}
+
+// readerID matches, in CLIENT LIST, a connection with tracking on and
+// redirected (a tracker's reader), capturing its id.
+var readerID = regexp.MustCompile(`^id=([0-9]+) .* redir=[0-9]`)
