@@ -26,7 +26,7 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 	for _, timeouts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
-			t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server stops
+			t.Cleanup(func() { verifyNoLeaks(t, before) }) // runs last, after the server stops
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			admin := s.Client()
