@@ -60,6 +60,19 @@ func TestEviction(t *testing.T) {
 			if !tc.wantEvicted && (writeErr == nil || !strings.Contains(writeErr.Error(), "OOM")) {
 				t.Fatalf("noeviction: filler writes = %v, want an OOM error", writeErr)
 			}
+			// The holder is told of an eviction at once: its key is watched
+			// (it has an hour's expire and no renewal, so nothing else
+			// would end the hold).
+			select {
+			case <-l.Done():
+				if !tc.wantEvicted || !errors.Is(l.Err(), redislock.ErrExpired) {
+					t.Fatalf("%s: Done closed, Err() = %v", tc.policy, l.Err())
+				}
+			case <-time.After(time.Second):
+				if tc.wantEvicted {
+					t.Fatalf("%s: the holder was not told of the eviction within 1s", tc.policy)
+				}
+			}
 			if r, _ := redislock.Check(ctx, c); r.OK() == tc.wantEvicted {
 				t.Fatalf("Check() under %s = %v", tc.policy, r)
 			}
