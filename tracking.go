@@ -84,14 +84,15 @@ type tracker struct {
 
 	// mu guards the fields below.
 	mu      sync.Mutex
-	holds   map[string]map[*hold]struct{} // watched key -> its holds
-	dirty   map[string]struct{}           // keys to read again
-	expect  map[string]time.Time          // our own change of the key: its invalidation is due by then
-	all     bool                          // read every watched key again
-	running bool                          // run's goroutine is live
-	exited  chan struct{}                 // closed when the last run has exited
-	conns   *trackConns                   // nil until connected, and after closing
-	refused error                         // Redis refused tracking; retry after retryAt
+	holds   map[string]map[*hold]uint64 // watched key -> its holds, each with its registration number
+	seq     uint64                      // registration numbers given so far
+	dirty   map[string]struct{}         // keys to read again
+	expect  map[string]time.Time        // our own change of the key: its invalidation is due by then
+	all     bool                        // read every watched key again
+	running bool                        // run's goroutine is live
+	exited  chan struct{}               // closed when the last run has exited
+	conns   *trackConns                 // nil until connected, and after closing
+	refused error                       // Redis refused tracking; retry after retryAt
 	retryAt time.Time
 	idle    *time.Timer // closes the connections after trackerIdle
 	closed  bool        // out of the registry: make a new one
@@ -138,7 +139,7 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		k:      k,
 		opt:    *node.Options(),
 		kick:   make(chan struct{}, 1),
-		holds:  map[string]map[*hold]struct{}{},
+		holds:  map[string]map[*hold]uint64{},
 		dirty:  map[string]struct{}{},
 		expect: map[string]time.Time{},
 	}
@@ -183,10 +184,11 @@ func (t *tracker) add(key string, h *hold) addResult {
 	}
 	hs := t.holds[key]
 	if hs == nil {
-		hs = map[*hold]struct{}{}
+		hs = map[*hold]uint64{}
 		t.holds[key] = hs
 	}
-	hs[h] = struct{}{}
+	t.seq++
+	hs[h] = t.seq
 	t.dirty[key] = struct{}{}
 	if t.idle != nil {
 		t.idle.Stop()
@@ -430,6 +432,7 @@ func (t *tracker) check(c *trackConns) error {
 	defer cancel()
 	t.mu.Lock()
 	var keys []string
+	upTo := t.seq // the holds the reads below may judge: those registered before they are sent
 	if t.all {
 		for k := range t.holds {
 			keys = append(keys, k)
@@ -451,9 +454,16 @@ func (t *tracker) check(c *trackConns) error {
 	for i, k := range keys {
 		cmds[i] = pipe.Get(ctx, k)
 	}
-	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	_, err := pipe.Exec(ctx)
 	if c.rdNew.Swap(false) {
 		t.markAll() // a new connection of rd: keys read before are not tracked on it
+	}
+	if err != nil && !errors.Is(err, redis.Nil) && !isReply(err) {
+		// The connection failed: some go-redis v9 releases then leave
+		// the GETs without an error and with an empty value. Nothing was
+		// read; read it all again.
+		t.requeue(keys)
+		return err
 	}
 	var failed error
 	for i, key := range keys {
@@ -468,26 +478,36 @@ func (t *tracker) check(c *trackConns) error {
 			continue
 		case err != nil:
 			failed = err
-			if c.broken.Load() { // rd lost its connection: all is read again on new ones
-				return failed
-			}
-			t.mu.Lock()
-			if _, ok := t.holds[key]; ok {
-				t.dirty[key] = struct{}{} // again after the backoff; no poke, or it would spin
-			}
-			t.mu.Unlock()
+			t.requeue([]string{key})
 			continue
 		}
-		t.settle(key, v, missing)
+		t.settle(key, v, missing, upTo)
 	}
 	return failed
 }
 
-// settle ends every hold of key whose id is not v (missing: no key).
-func (t *tracker) settle(key, v string, missing bool) {
+// requeue has keys read again after the backoff (no poke: it would spin).
+func (t *tracker) requeue(keys []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, key := range keys {
+		if _, ok := t.holds[key]; ok {
+			t.dirty[key] = struct{}{}
+		}
+	}
+}
+
+// settle ends every hold of key whose id is not v (missing: no key) among
+// those registered up to upTo: a hold registered later was taken after the
+// read was sent (a quick hand-over between two Locks of this process), and
+// the value read says nothing of it; it is read again for itself.
+func (t *tracker) settle(key, v string, missing bool, upTo uint64) {
 	var lostHolds []*hold
 	t.mu.Lock()
-	for h := range t.holds[key] {
+	for h, n := range t.holds[key] {
+		if n > upTo {
+			continue
+		}
 		if missing || h.id != v {
 			lostHolds = append(lostHolds, h)
 			delete(t.holds[key], h)
