@@ -179,6 +179,10 @@ func (l *Lock) Key() string { return l.keys[0] }
 // stay held under that id until it expires or one of those Locks releases
 // it (see WithID).
 //
+// When ctx ends while it waits, Acquire returns at once; the wait it had
+// sent is finished in the background (see Settle), and a process about to
+// exit calls Settle first.
+//
 // On success a new hold starts: Done returns a fresh open channel, and with
 // WithAutoRenewal the renewal goroutine runs until Release or loss.
 func (l *Lock) Acquire(ctx context.Context) error {
@@ -484,7 +488,8 @@ const (
 // extend() without an argument.
 //
 // It returns ErrInvalidDuration, with nothing sent, for a negative d, one
-// below 1ms, or 0 on a Lock without expire; ErrNotAcquired when the key is
+// below 1ms, 0 on a Lock without expire, or one not longer than the safety
+// margin (WithSafetyMargin: the hold would count as lost at once); ErrNotAcquired when the key is
 // missing or holds another id; and ErrNotExpirable when the key has no
 // expire. In those cases the key is unchanged, and a missing key is never
 // recreated. With WithReplicaAck it returns ErrNotReplicated when the new
@@ -501,7 +506,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if d == 0 {
 		d = l.expire
 	}
-	if d < time.Millisecond {
+	if d < time.Millisecond || d <= l.margin {
 		return l.wrap(ErrInvalidDuration)
 	}
 	d = d.Truncate(time.Millisecond) // what Redis counts

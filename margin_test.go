@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -65,5 +66,31 @@ func TestMarginWithRenewal(t *testing.T) {
 	t.Logf("writes paused with %v left on the key; hold lost %v later: %v", pttlAtPause, lostAfter, l.Err())
 	if left := pttlAtPause - lostAfter; left < margin-150*time.Millisecond {
 		t.Fatalf("hold lost %v before the key could expire; want about the %v margin", left, margin)
+	}
+}
+
+// An Extend not longer than the safety margin would end the hold at once
+// (it would count as lost while the key is still ours): it is refused
+// with ErrInvalidDuration, and nothing is sent.
+func TestExtendNotLongerThanTheMargin(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSafetyMargin(200*time.Millisecond))
+	mustAcquire(t, ctx, l)
+	before := admin.PTTL(ctx, "lock:job").Val()
+	for _, d := range []time.Duration{80 * time.Millisecond, 200 * time.Millisecond} {
+		if err := l.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
+			t.Fatalf("Extend(%v) with a 200ms margin = %v, want ErrInvalidDuration", d, err)
+		}
+	}
+	if after := admin.PTTL(ctx, "lock:job").Val(); after > before || after < before-time.Second {
+		t.Fatalf("key TTL %v after the refused Extends, %v before: want it unchanged", after, before)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("hold ended: %v", err)
+	}
+	if err := l.Extend(ctx, 201*time.Millisecond); err != nil {
+		t.Fatalf("Extend(201ms) = %v", err)
 	}
 }

@@ -59,6 +59,9 @@ const (
 	// expire up to 90 s) never causes one.
 	idlePing = time.Minute
 
+	// peekEvery is how often a tracker looks at its reader's sockets.
+	peekEvery = time.Second
+
 	// expectWithin is how soon the invalidation of our own change must
 	// come (see expectChange).
 	expectWithin = time.Second
@@ -75,10 +78,27 @@ type trackerKey struct {
 	addr   string // the node's address; "" for a *redis.Client
 }
 
+// Idle trackers, one per server. A tracker whose last hold ended keeps its
+// connections trackerIdle for the next hold of its client; but a process
+// that makes a client per job (and closes it) would pile up two
+// connections per job. So when a tracker goes idle, the one that went idle
+// before it for the same server (address, user, database) is closed: at
+// most one idle tracker per server stays open.
+var (
+	idleMu sync.Mutex
+	idleBy = map[serverID]*tracker{}
+)
+
+type serverID struct {
+	network, addr, user string
+	db                  int
+}
+
 // A tracker watches the keys of the holds of one client on one node.
 type tracker struct {
-	k   trackerKey
-	opt redis.Options // the node's, copied
+	k      trackerKey
+	server serverID
+	opt    redis.Options // the node's, copied
 
 	kick chan struct{} // one slot: work for run
 
@@ -110,14 +130,17 @@ type trackConns struct {
 	rdConn   atomic.Bool  // rd has connected once
 	rdNew    atomic.Bool  // rd has a new connection, on which no key is tracked yet
 	stopping atomic.Bool  // the receiver is to exit
-	broken   atomic.Bool  // a connection was lost: make new ones
+
+	rdMu    sync.Mutex
+	rdConns []net.Conn // rd's connections, as dialed, for peerClosed
+
+	broken atomic.Bool // a connection was lost: make new ones
 }
 
 // trackerFor returns the tracker of client for key: on a cluster, that of
 // the key's master. It returns nil for a client it cannot track with.
 func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *tracker {
 	var node *redis.Client
-	k := trackerKey{client: client}
 	switch c := client.(type) {
 	case *redis.Client:
 		node = c
@@ -128,16 +151,22 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		if err != nil {
 			return nil
 		}
-		node, k.addr = n, n.Options().Addr
+		node = n
 	default:
 		return nil
+	}
+	k := trackerKey{client: client}
+	if _, ok := client.(*redis.ClusterClient); ok {
+		k.addr = node.Options().Addr
 	}
 	if v, ok := trackers.Load(k); ok {
 		return v.(*tracker)
 	}
+	opt := node.Options()
 	t := &tracker{
 		k:      k,
-		opt:    *node.Options(),
+		server: serverID{network: opt.Network, addr: opt.Addr, user: opt.Username, db: opt.DB},
+		opt:    *opt,
 		kick:   make(chan struct{}, 1),
 		holds:  map[string]map[*hold]uint64{},
 		dirty:  map[string]struct{}{},
@@ -306,10 +335,20 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 			stopReceiver(c, recvDone)
 		}
 		t.mu.Lock()
-		if !t.closed && t.idle == nil && !t.running {
+		idle := !t.closed && t.idle == nil && !t.running
+		if idle {
 			t.idle = time.AfterFunc(trackerIdle, t.closeIdle)
 		}
 		t.mu.Unlock()
+		if idle {
+			idleMu.Lock()
+			prev := idleBy[t.server]
+			idleBy[t.server] = t
+			idleMu.Unlock()
+			if prev != nil && prev != t {
+				prev.closeIdle() // a no-op if it watches holds again
+			}
+		}
 	}()
 	for {
 		t.mu.Lock()
@@ -365,12 +404,15 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 	}
 }
 
-// waitKick waits for work. After idlePing without any, it pings rd: a
-// connection of rd that died (a CLIENT KILL, a proxy's idle timeout) takes
-// its tracked keys with it, which its replacement must read again.
+// waitKick waits for work. A connection of rd that the server closed (a
+// CLIENT KILL, its idle timeout, a proxy's) takes the tracking of its keys
+// with it, and nobody is told: every peekEvery, rd's sockets are looked at
+// (no command sent), and one closed has every key read again on a new
+// connection. After idlePing without any work, rd is pinged, which finds
+// a connection lost without a word.
 func (t *tracker) waitKick(c *trackConns) {
 	late, next := t.overdue()
-	if late {
+	if late || c.rdClosed() {
 		t.markAll()
 		return
 	}
@@ -380,19 +422,49 @@ func (t *tracker) waitKick(c *trackConns) {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	select {
-	case <-t.kick:
-	case <-timer.C:
-		if !next.IsZero() {
-			return // an expected invalidation may be late: checked on the next round
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
-		_ = c.rd.Ping(ctx)
-		cancel()
-		if c.rdNew.Swap(false) {
-			t.markAll()
+	peek := time.NewTicker(peekEvery)
+	defer peek.Stop()
+	for {
+		select {
+		case <-t.kick:
+			return
+		case <-peek.C:
+			if c.rdClosed() {
+				t.markAll()
+				return
+			}
+		case <-timer.C:
+			if !next.IsZero() {
+				return // an expected invalidation may be late: checked on the next round
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+			_ = c.rd.Ping(ctx)
+			cancel()
+			if c.rdNew.Swap(false) {
+				t.markAll()
+			}
+			return
 		}
 	}
+}
+
+// rdClosed reports whether the server closed one of rd's connections,
+// forgetting those that are gone.
+func (c *trackConns) rdClosed() bool {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	closed := false
+	live := c.rdConns[:0]
+	for _, cn := range c.rdConns {
+		cl, gone := peerClosed(cn)
+		closed = closed || cl
+		if !gone {
+			live = append(live, cn)
+		}
+	}
+	clear(c.rdConns[len(live):])
+	c.rdConns = live
+	return closed
 }
 
 // sleep waits d, or less if kicked.
@@ -618,9 +690,17 @@ func (t *tracker) closeIdle() {
 	}
 	t.closed = true
 	c := t.conns
+	if t.idle != nil {
+		t.idle.Stop()
+	}
 	t.conns, t.idle = nil, nil
 	t.mu.Unlock()
 	trackers.CompareAndDelete(t.k, t)
+	idleMu.Lock()
+	if idleBy[t.server] == t {
+		delete(idleBy, t.server)
+	}
+	idleMu.Unlock()
 	if c != nil {
 		c.close()
 	}
@@ -696,6 +776,19 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	}
 	ro := opt
 	ro.PoolSize, ro.MinIdleConns, ro.MaxRetries = 1, 0, -1
+	dial := opt.Dialer
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: opt.DialTimeout}).DialContext
+	}
+	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := dial(ctx, network, addr)
+		if err == nil {
+			c.rdMu.Lock()
+			c.rdConns = append(c.rdConns, cn)
+			c.rdMu.Unlock()
+		}
+		return cn, err
+	}
 	ro.OnConnect = c.rdOnConnect(userOnConnect)
 	c.rd = redis.NewClient(&ro)
 	if err := c.rd.Ping(ctx).Err(); err != nil {

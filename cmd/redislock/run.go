@@ -28,14 +28,16 @@ COMMAND runs in a process group of its own. SIGINT, SIGTERM and SIGHUP sent
 to redislock are passed on to that group, and the lock is released once
 COMMAND has exited. If the lock is lost while COMMAND runs, the group gets
 SIGTERM, then SIGKILL after --kill-after, and redislock exits with code 69.
-A key deleted or taken by someone else is noticed within milliseconds
-(redislock watches it with Redis client-side caching; where Redis refuses
-that, at the next renewal). When Redis cannot be reached, the lock counts
-as lost a safety margin before its key can expire: --kill-after + 1s, so
-that SIGKILL lands a second before the key can expire, but at most half of
---expire. With the defaults (30s, 10s) SIGTERM comes 11s before the key
-can expire. Only when --kill-after + 1s exceeds half of --expire can
-COMMAND outlive the lock, by at most the difference. A signal that arrives before COMMAND starts ends redislock
+When Redis cannot be reached, the lock counts as lost a safety margin
+before its key can expire: --kill-after + 1s, so that SIGKILL lands a
+second before the key can expire, but at most half of --expire. With the
+defaults (30s, 10s) SIGTERM comes 11s before the key can expire; only when
+--kill-after + 1s exceeds half of --expire can COMMAND outlive the lock
+that way, by at most the difference. A key deleted or taken by someone
+else is noticed within milliseconds (redislock watches it with Redis
+client-side caching; where Redis refuses that, at the next renewal): the
+lock is already gone then, and a COMMAND that ignores SIGTERM runs on next
+to the new owner for up to --kill-after. A signal that arrives before COMMAND starts ends redislock
 (exit 128+N) without starting COMMAND, and releases the lock if it was
 already taken.
 

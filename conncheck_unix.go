@@ -1,0 +1,47 @@
+//go:build unix
+
+package redislock
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// peerClosed reports whether the server closed c (its end of the socket
+// reads as end-of-file), looking without reading: a one-byte MSG_PEEK,
+// non-blocking. gone reports that c should be forgotten: the server closed
+// it, or it was closed here. Call it only while nobody reads c.
+func peerClosed(c net.Conn) (closed, gone bool) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false, true
+	}
+	var (
+		n    int
+		rerr error
+	)
+	if err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); err != nil {
+		return false, true // closed here
+	}
+	switch {
+	case n == 0 && rerr == nil:
+		return true, true
+	case errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, syscall.EWOULDBLOCK), errors.Is(rerr, syscall.EINTR):
+		return false, false
+	case rerr != nil:
+		return true, true
+	}
+	return false, false
+}
