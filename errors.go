@@ -138,9 +138,10 @@ var (
 	ErrInvalidMaxHold = invalid("max hold needs auto-renewal and must be at least the expire")
 
 	// ErrInvalidDuration is returned by Extend for a negative duration, one
-	// below one millisecond, or 0 on a Lock without expire (0 means the
-	// Lock's own expire), with no Redis command sent.
-	ErrInvalidDuration = invalid("duration must be at least 1ms")
+	// below one millisecond, 0 on a Lock without expire (0 means the Lock's
+	// own expire), or one not longer than the safety margin
+	// (WithSafetyMargin), with no Redis command sent.
+	ErrInvalidDuration = invalid("duration must be at least 1ms and longer than the safety margin")
 
 	// ErrInvalidSafetyMargin is returned by New for a WithSafetyMargin
 	// below 0, above half the expire, or on a Lock without expire.

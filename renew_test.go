@@ -256,7 +256,9 @@ func TestLocalDeadlineNotAfterTheKey(t *testing.T) {
 			return l, before
 		}},
 		{"extend", func(ctx context.Context, t *testing.T, c *redis.Client, name string) (*redislock.Lock, time.Time) {
-			l := mustNew(t, c, name, redislock.WithExpire(time.Minute))
+			// No margin: a 200 ms Extend is within the default margin of
+			// a 1 min expire (602 ms), and the deadline itself is measured.
+			l := mustNew(t, c, name, redislock.WithExpire(time.Minute), redislock.WithSafetyMargin(0))
 			mustAcquire(t, ctx, l)
 			before := time.Now()
 			if err := l.Extend(ctx, expire); err != nil {
