@@ -179,19 +179,35 @@ func (h *hold) extendedUntil() time.Duration {
 	return max(time.Until(h.until), 0)
 }
 
-// extended records a successful extend of d sent at sent. The change of
-// the key is one the tracker, if any, must hear of (see expectChange).
+// extended records a successful extend of d sent at sent.
 func (h *hold) extended(sent time.Time, d time.Duration) {
 	h.mu.Lock()
-	t, key := h.watcher, h.watchKey
+	defer h.mu.Unlock()
 	h.lastErr = nil
-	if h.err == nil && h.timer != nil {
-		h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
-		h.timer.Reset(time.Until(h.lossAt()))
+	if h.err != nil || h.timer == nil {
+		return
 	}
+	h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
+	h.timer.Reset(time.Until(h.lossAt()))
+}
+
+// expectBegin and expectEnd bracket an extend of h's key, which the
+// tracker watching it, if any, must hear of (see tracker.expectBegin).
+func (h *hold) expectBegin() {
+	h.mu.Lock()
+	t, key := h.watcher, h.watchKey
 	h.mu.Unlock()
 	if t != nil {
-		t.expectChange(key)
+		t.expectBegin(key)
+	}
+}
+
+func (h *hold) expectEnd(changed bool) {
+	h.mu.Lock()
+	t, key := h.watcher, h.watchKey
+	h.mu.Unlock()
+	if t != nil {
+		t.expectEnd(key, changed)
 	}
 }
 

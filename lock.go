@@ -525,8 +525,14 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	sent := time.Now()
+	if h != nil {
+		h.expectBegin()
+	}
 	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.ID(), ms)
 	n, err := cmd.Int64()
+	if h != nil {
+		h.expectEnd(err == nil && n == 0)
+	}
 	if err == nil && n == 0 && ackErr != nil {
 		return l.wrap(ackErr)
 	}

@@ -151,9 +151,11 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		h.sending = true
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
+		h.expectBegin()
 		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
 		cancel()
+		h.expectEnd(err == nil && n == 0)
 		if stopped(stop) {
 			// Release or a new Acquire stopped us while the call was in
 			// flight: its outcome is theirs to judge, not ours.

@@ -63,7 +63,7 @@ const (
 	peekEvery = time.Second
 
 	// expectWithin is how soon the invalidation of our own change must
-	// come (see expectChange).
+	// come (see expectBegin).
 	expectWithin = time.Second
 
 	// trackerTimeout bounds each of the tracker's own commands.
@@ -269,18 +269,36 @@ func (t *tracker) markAll() {
 	t.poke()
 }
 
-// expectChange records that we just changed key (a renewal or an Extend
-// succeeded): Redis must send its invalidation within expectWithin, as it
-// does for any change of a tracked key. When none comes, the watch is not
-// working (the reader's connection died without a word, say) and every key
-// is read again, which replaces a dead connection and tracks them anew.
-func (t *tracker) expectChange(key string) {
+// expectBegin records that we are about to change key (a renewal or an
+// Extend is being sent), and expectEnd(key, changed) that the reply came:
+// when the change was made (changed), Redis must send its invalidation
+// within expectWithin of the reply, as it does for any change of a tracked
+// key, unless it already came. When none comes, the watch is not working
+// (the reader's connection died without a word, say) and every key is read
+// again, which replaces a dead connection and tracks them anew. The
+// invalidation may come before the reply: it is counted from expectBegin.
+func (t *tracker) expectBegin(key string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if _, ok := t.holds[key]; ok {
+		t.expect[key] = time.Time{} // pending: no deadline until the reply
+	}
+}
+
+func (t *tracker) expectEnd(key string, changed bool) {
+	t.mu.Lock()
+	due, ok := t.expect[key]
+	switch {
+	case !ok: // its invalidation came already, or the key is no longer watched
+	case !changed:
+		delete(t.expect, key)
+	case due.IsZero():
 		t.expect[key] = time.Now().Add(expectWithin)
 	}
 	t.mu.Unlock()
-	t.poke() // run sets its timer
+	if ok && changed {
+		t.poke() // run sets its timer
+	}
 }
 
 // overdue reports whether an expected invalidation is late, and when the
@@ -290,6 +308,9 @@ func (t *tracker) overdue() (late bool, next time.Time) {
 	defer t.mu.Unlock()
 	now := time.Now()
 	for _, due := range t.expect {
+		if due.IsZero() {
+			continue // its change is still in flight
+		}
 		if now.After(due) {
 			return true, time.Time{}
 		}
