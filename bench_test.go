@@ -49,16 +49,20 @@ func BenchmarkSetNXDel(b *testing.B) {
 
 func BenchmarkAcquireRelease(b *testing.B) {
 	s := redistest.Start(b)
-	l := mustNew(b, s.Client(), "bench", redislock.WithExpire(10*time.Second))
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := l.Acquire(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for _, tracking := range []bool{true, false} {
+		b.Run(fmt.Sprintf("tracking=%v", tracking), func(b *testing.B) {
+			l := mustNew(b, s.Client(), "bench", redislock.WithExpire(10*time.Second), redislock.WithTracking(tracking))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := l.Acquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

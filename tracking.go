@@ -52,6 +52,15 @@ const (
 	// (an error reply while setting up) waits before it tries again.
 	trackerUnavailableRetry = time.Minute
 
+	// runLinger is how long a tracker's goroutines run on after its last
+	// hold ended, for the next one.
+	runLinger = time.Second
+
+	// armDelay is how long a new hold's key waits for its first read: a
+	// hold that ends sooner (a short job, a tight loop) costs no read. A
+	// change of the key before the read is seen by the read itself.
+	armDelay = 2 * time.Millisecond
+
 	// idlePing is how long a tracker's connection may stay idle before it
 	// is pinged: the subscriber after so long without a message (three
 	// unanswered in a row count as a broken connection), the reader after
@@ -108,6 +117,7 @@ type tracker struct {
 	seq     uint64                      // registration numbers given so far
 	dirty   map[string]struct{}         // keys to read again
 	expect  map[string]time.Time        // our own change of the key: its invalidation is due by then
+	armAt   map[string]time.Time        // a new hold's key: first read not before then (armDelay)
 	all     bool                        // read every watched key again
 	running bool                        // run's goroutine is live
 	exited  chan struct{}               // closed when the last run has exited
@@ -116,6 +126,7 @@ type tracker struct {
 	retryAt time.Time
 	idle    *time.Timer // closes the connections after trackerIdle
 	closed  bool        // out of the registry: make a new one
+	retire  bool        // close as soon as no hold is left (another tracker of the server is idle now)
 }
 
 // trackConns are a tracker's connections: sub receives the invalidations,
@@ -171,6 +182,7 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		holds:  map[string]map[*hold]uint64{},
 		dirty:  map[string]struct{}{},
 		expect: map[string]time.Time{},
+		armAt:  map[string]time.Time{},
 	}
 	v, _ := trackers.LoadOrStore(k, t)
 	return v.(*tracker)
@@ -219,10 +231,14 @@ func (t *tracker) add(key string, h *hold) addResult {
 	t.seq++
 	hs[h] = t.seq
 	t.dirty[key] = struct{}{}
+	if _, ok := t.armAt[key]; !ok {
+		t.armAt[key] = time.Now().Add(armDelay)
+	}
 	if t.idle != nil {
 		t.idle.Stop()
 		t.idle = nil
 	}
+	t.retire = false
 	if !t.running {
 		t.running = true
 		prev := t.exited
@@ -246,6 +262,7 @@ func (t *tracker) remove(key string, h *hold) {
 		delete(t.holds, key)
 		delete(t.dirty, key)
 		delete(t.expect, key)
+		delete(t.armAt, key)
 	}
 	if len(t.holds) == 0 {
 		t.poke() // run exits
@@ -265,6 +282,7 @@ func (t *tracker) markAll() {
 	t.mu.Lock()
 	t.all = true
 	clear(t.expect)
+	clear(t.armAt)
 	t.mu.Unlock()
 	t.poke()
 }
@@ -307,6 +325,11 @@ func (t *tracker) overdue() (late bool, next time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
+	for _, at := range t.armAt {
+		if next.IsZero() || at.Before(next) {
+			next = at // a new hold's first read
+		}
+	}
 	for _, due := range t.expect {
 		if due.IsZero() {
 			continue // its change is still in flight
@@ -327,6 +350,7 @@ func (t *tracker) markKeys(keys []string) {
 	n := 0
 	for _, k := range keys {
 		delete(t.expect, k)
+		delete(t.armAt, k)
 		if _, ok := t.holds[k]; ok {
 			t.dirty[k] = struct{}{}
 			n++
@@ -356,28 +380,40 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 			stopReceiver(c, recvDone)
 		}
 		t.mu.Lock()
-		idle := !t.closed && t.idle == nil && !t.running
+		retire := t.retire && len(t.holds) == 0 && !t.running
+		idle := !retire && !t.closed && t.idle == nil && !t.running
 		if idle {
 			t.idle = time.AfterFunc(trackerIdle, t.closeIdle)
 		}
 		t.mu.Unlock()
-		if idle {
-			idleMu.Lock()
-			prev := idleBy[t.server]
-			idleBy[t.server] = t
-			idleMu.Unlock()
-			if prev != nil && prev != t {
-				prev.closeIdle() // a no-op if it watches holds again
-			}
+		switch {
+		case retire:
+			t.closeIdle()
+		case idle:
+			t.becomeIdle()
 		}
 	}()
+	var emptySince time.Time // when the last hold ended; zero while holds are watched
 	for {
 		t.mu.Lock()
-		if len(t.holds) == 0 || t.closed {
+		if t.closed || (len(t.holds) == 0 && (t.retire || !emptySince.IsZero() && time.Since(emptySince) >= runLinger)) {
 			t.running = false
 			t.mu.Unlock()
 			return
 		}
+		if len(t.holds) == 0 {
+			// Linger a moment: a worker that takes the lock again and
+			// again keeps its tracker running, instead of stopping and
+			// starting it (and its receiver, with a PING) every time.
+			t.mu.Unlock()
+			if emptySince.IsZero() {
+				emptySince = time.Now()
+				t.becomeIdle()
+			}
+			t.sleep(runLinger - time.Since(emptySince))
+			continue
+		}
+		emptySince = time.Time{}
 		c = t.conns
 		t.mu.Unlock()
 
@@ -488,6 +524,32 @@ func (c *trackConns) rdClosed() bool {
 	return closed
 }
 
+// becomeIdle makes t the idle tracker of its server, retiring the one
+// that was: it closes at once, or as soon as its own lingering ends.
+func (t *tracker) becomeIdle() {
+	idleMu.Lock()
+	prev := idleBy[t.server]
+	idleBy[t.server] = t
+	idleMu.Unlock()
+	if prev == nil || prev == t {
+		return
+	}
+	prev.mu.Lock()
+	busy := len(prev.holds) > 0 || prev.closed
+	running := prev.running
+	if !busy {
+		prev.retire = true
+	}
+	prev.mu.Unlock()
+	switch {
+	case busy:
+	case running:
+		prev.poke() // it exits and closes
+	default:
+		prev.closeIdle()
+	}
+}
+
 // sleep waits d, or less if kicked.
 func (t *tracker) sleep(d time.Duration) {
 	timer := time.NewTimer(d)
@@ -532,11 +594,19 @@ func (t *tracker) check(c *trackConns) error {
 		}
 		t.all = false
 		clear(t.dirty)
+		clear(t.armAt)
 	} else {
+		now := time.Now()
 		for k := range t.dirty {
+			if at, ok := t.armAt[k]; ok {
+				if now.Before(at) {
+					continue // a new hold's key: read it at armAt (see armDelay)
+				}
+				delete(t.armAt, k)
+			}
 			keys = append(keys, k)
+			delete(t.dirty, k)
 		}
-		clear(t.dirty)
 	}
 	t.mu.Unlock()
 	if len(keys) == 0 {
