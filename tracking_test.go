@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/leakcheck"
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
@@ -309,7 +310,7 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("b not told of its loss after a was released")
 	}
-	if err := findLeaks(before); err != nil { // they linger a second for the next hold
+	if err := leakcheck.Find(before); err != nil { // they linger a second for the next hold
 		t.Fatalf("goroutines left after the last hold ended: %v", err)
 	}
 	conns := len(strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n"))

@@ -3,15 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/leakcheck"
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
@@ -24,17 +20,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	// Key trackers of holds some test never released (see
-	// redislock.CloseTrackers) are closed before looking for leaks.
-	code := m.Run()
-	redislock.CloseTrackers()
-	if code == 0 {
-		if err := findLeaks(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(leakcheck.Run(m))
 }
 
 // runCLI runs the command line in process, with an empty, non-terminal
@@ -84,18 +70,4 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Fatalf("%s --help: exit %d, %q", cmd, code, errOut)
 		}
 	}
-}
-
-// findLeaks is goleak.Find with a longer patience: go-redis keeps retrying
-// a failed dial once a second until its pool is closed, so such a
-// goroutine of a pool closed a moment ago may live up to a second more.
-func findLeaks() error {
-	var err error
-	for range 4 {
-		if err = goleak.Find(); err == nil {
-			return nil
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	return err
 }

@@ -1,0 +1,45 @@
+// Package leakcheck finds goroutines that outlive a test package's tests,
+// for its TestMain.
+package leakcheck
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// Run runs m's tests and then, when they passed, fails the run if any
+// goroutine is left, once the key trackers are closed (a hold some test
+// never released keeps its tracker retrying after the test stopped the
+// server; see redislock.CloseTrackers). It returns the exit code.
+func Run(m *testing.M) int {
+	code := m.Run()
+	redislock.CloseTrackers()
+	if code == 0 {
+		if err := Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// Find is goleak.Find with a longer patience: go-redis keeps retrying a
+// failed dial once a second until its pool is closed, so such a goroutine
+// of a pool closed a moment ago may live up to a second more, and a
+// tracker's goroutines run on a second after its last hold.
+func Find(opts ...goleak.Option) error {
+	var err error
+	for range 4 {
+		if err = goleak.Find(opts...); err == nil {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return err
+}
