@@ -185,16 +185,17 @@ func DefaultSafetyMargin(expire time.Duration) time.Duration {
 // default) a tracker reads the key of each hold on a connection with Redis
 // client-side caching (CLIENT TRACKING) on, so that Redis reports at once
 // any change made by someone else (a Reset, a DEL, another owner's SET
-// after the key expired, an eviction): Done closes within milliseconds
-// instead of at the next renewal. Each client has one tracker per Redis
-// node in a process, shared by all its holds there: two connections of its
-// own, which it keeps 30 seconds after the last hold ends, and two
-// goroutines, which run while it watches at least one hold. Each renewal
-// or Extend costs one more GET.
+// after the key expired, an eviction, a FLUSHALL; not a SWAPDB, for which
+// Redis sends nothing): Done closes within milliseconds instead of at the
+// next renewal. Each client has one tracker per Redis node in a process,
+// shared by all its holds there: two connections of its own, kept 30
+// seconds after the last hold ends (a server keeps at most four trackers
+// without holds), and two goroutines, which run while it watches at least
+// one hold and a second after. Each renewal or Extend costs one more GET.
 //
-// Where tracking cannot be set up (an ACL without CLIENT ID, CLIENT
-// TRACKING, HELLO, SUBSCRIBE or the channel __redis__:invalidate; a proxy
-// that refuses them; a client other than *redis.Client and
+// Where tracking cannot be set up (an ACL without HELLO, CLIENT ID, CLIENT
+// SETNAME, CLIENT LIST, CLIENT TRACKING, SUBSCRIBE or the channel
+// __redis__:invalidate; a proxy that refuses them; a client other than *redis.Client and
 // *redis.ClusterClient) holds are not watched and a loss is found at the
 // next renewal, or at the local deadline; Check reports it. With false,
 // holds are never watched.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,13 +34,16 @@ import (
 // has two connections of its own, made from the options of the user's
 // client (or, on a cluster, of the master that holds the key), shared by
 // all the holds of that client and node in this process. Its two
-// goroutines run while it watches at least one hold; its connections are
-// kept trackerIdle longer for the next hold, then closed.
+// goroutines run while it watches at least one hold, and runLinger after;
+// its connections are kept trackerIdle longer for the next hold, then
+// closed.
 //
-// Where tracking cannot be set up (an ACL without CLIENT, SUBSCRIBE or the
-// channel, a proxy or server that refuses it, a client type other than
-// *redis.Client and *redis.ClusterClient) holds are not watched, and a
-// loss is found by renewal as before; Check says so.
+// Where tracking cannot be set up (an ACL without HELLO, CLIENT ID, CLIENT
+// SETNAME, CLIENT LIST, CLIENT TRACKING, SUBSCRIBE or the channel, a proxy
+// or server that refuses it, a client type other than *redis.Client and
+// *redis.ClusterClient) holds are not watched, and a loss is found by
+// renewal as before; Check says so. Redis sends no invalidation for a
+// SWAPDB: such a change too is found by renewal.
 
 const (
 	invalidateChannel = "__redis__:invalidate"
@@ -87,16 +91,18 @@ type trackerKey struct {
 	addr   string // the node's address; "" for a *redis.Client
 }
 
-// Idle trackers, one per server. A tracker whose last hold ended keeps its
-// connections trackerIdle for the next hold of its client; but a process
-// that makes a client per job (and closes it) would pile up two
-// connections per job. So when a tracker goes idle, the one that went idle
-// before it for the same server (address, user, database) is closed: at
-// most one idle tracker per server stays open.
+// Idle trackers, a few per server. A tracker whose last hold ended keeps
+// its connections trackerIdle for the next hold of its client; but a
+// process that makes a client per job (and closes it) would pile up two
+// connections per job. So a server (address, user, database) keeps at most
+// maxIdlePerServer trackers without holds (lingering or idle): when one
+// more goes idle, the one idle the longest is closed.
 var (
 	idleMu sync.Mutex
-	idleBy = map[serverID]*tracker{}
+	idleBy = map[serverID][]*tracker{} // oldest first
 )
+
+const maxIdlePerServer = 4
 
 type serverID struct {
 	network, addr, user string
@@ -118,6 +124,7 @@ type tracker struct {
 	dirty   map[string]struct{}         // keys to read again
 	expect  map[string]time.Time        // our own change of the key: its invalidation is due by then
 	armAt   map[string]time.Time        // a new hold's key: first read not before then (armDelay)
+	tracked map[string]bool             // read since its last invalidation: Redis will report its next change
 	all     bool                        // read every watched key again
 	running bool                        // run's goroutine is live
 	exited  chan struct{}               // closed when the last run has exited
@@ -175,14 +182,15 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 	}
 	opt := node.Options()
 	t := &tracker{
-		k:      k,
-		server: serverID{network: opt.Network, addr: opt.Addr, user: opt.Username, db: opt.DB},
-		opt:    *opt,
-		kick:   make(chan struct{}, 1),
-		holds:  map[string]map[*hold]uint64{},
-		dirty:  map[string]struct{}{},
-		expect: map[string]time.Time{},
-		armAt:  map[string]time.Time{},
+		k:       k,
+		server:  serverID{network: opt.Network, addr: opt.Addr, user: opt.Username, db: opt.DB},
+		opt:     *opt,
+		kick:    make(chan struct{}, 1),
+		holds:   map[string]map[*hold]uint64{},
+		dirty:   map[string]struct{}{},
+		expect:  map[string]time.Time{},
+		armAt:   map[string]time.Time{},
+		tracked: map[string]bool{},
 	}
 	v, _ := trackers.LoadOrStore(k, t)
 	return v.(*tracker)
@@ -263,6 +271,7 @@ func (t *tracker) remove(key string, h *hold) {
 		delete(t.dirty, key)
 		delete(t.expect, key)
 		delete(t.armAt, key)
+		delete(t.tracked, key)
 	}
 	if len(t.holds) == 0 {
 		t.poke() // run exits
@@ -283,6 +292,7 @@ func (t *tracker) markAll() {
 	t.all = true
 	clear(t.expect)
 	clear(t.armAt)
+	clear(t.tracked)
 	t.mu.Unlock()
 	t.poke()
 }
@@ -298,7 +308,10 @@ func (t *tracker) markAll() {
 func (t *tracker) expectBegin(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.holds[key]; ok {
+	// Only a tracked key's change is reported: one not read yet (a new
+	// hold's, see armDelay) or not read again since its last invalidation
+	// has nothing to expect; its read is on its way.
+	if t.tracked[key] {
 		t.expect[key] = time.Time{} // pending: no deadline until the reply
 	}
 }
@@ -351,6 +364,7 @@ func (t *tracker) markKeys(keys []string) {
 	for _, k := range keys {
 		delete(t.expect, k)
 		delete(t.armAt, k)
+		delete(t.tracked, k)
 		if _, ok := t.holds[k]; ok {
 			t.dirty[k] = struct{}{}
 			n++
@@ -524,29 +538,48 @@ func (c *trackConns) rdClosed() bool {
 	return closed
 }
 
-// becomeIdle makes t the idle tracker of its server, retiring the one
-// that was: it closes at once, or as soon as its own lingering ends.
+// becomeIdle puts t among the idle trackers of its server, closing the one
+// idle the longest when there are more than maxIdlePerServer (at once, or
+// as soon as its own lingering ends). One that watches holds again is
+// skipped and dropped from the list.
 func (t *tracker) becomeIdle() {
 	idleMu.Lock()
-	prev := idleBy[t.server]
-	idleBy[t.server] = t
+	list := slices.DeleteFunc(idleBy[t.server], func(x *tracker) bool { return x == t })
+	list = append(list, t)
+	var old *tracker
+	if len(list) > maxIdlePerServer {
+		old, list = list[0], list[1:]
+	}
+	idleBy[t.server] = list
 	idleMu.Unlock()
-	if prev == nil || prev == t {
+	if old == nil {
 		return
 	}
-	prev.mu.Lock()
-	busy := len(prev.holds) > 0 || prev.closed
-	running := prev.running
+	old.mu.Lock()
+	busy := len(old.holds) > 0 || old.closed
+	running := old.running
 	if !busy {
-		prev.retire = true
+		old.retire = true
 	}
-	prev.mu.Unlock()
+	old.mu.Unlock()
 	switch {
 	case busy:
 	case running:
-		prev.poke() // it exits and closes
+		old.poke() // it exits and closes
 	default:
-		prev.closeIdle()
+		old.closeIdle()
+	}
+}
+
+// forgetIdle takes t out of its server's idle trackers.
+func forgetIdle(t *tracker) {
+	idleMu.Lock()
+	defer idleMu.Unlock()
+	list := slices.DeleteFunc(idleBy[t.server], func(x *tracker) bool { return x == t })
+	if len(list) == 0 {
+		delete(idleBy, t.server)
+	} else {
+		idleBy[t.server] = list
 	}
 }
 
@@ -660,13 +693,17 @@ func (t *tracker) requeue(keys []string) {
 	}
 }
 
-// settle ends every hold of key whose id is not v (missing: no key) among
+// settle records that key was read (Redis now tracks it) and ends every
+// hold of key whose id is not v (missing: no key) among
 // those registered up to upTo: a hold registered later was taken after the
 // read was sent (a quick hand-over between two Locks of this process), and
 // the value read says nothing of it; it is read again for itself.
 func (t *tracker) settle(key, v string, missing bool, upTo uint64) {
 	var lostHolds []*hold
 	t.mu.Lock()
+	if _, ok := t.holds[key]; ok {
+		t.tracked[key] = true
+	}
 	for h, n := range t.holds[key] {
 		if n > upTo {
 			continue
@@ -787,11 +824,7 @@ func (t *tracker) closeIdle() {
 	t.conns, t.idle = nil, nil
 	t.mu.Unlock()
 	trackers.CompareAndDelete(t.k, t)
-	idleMu.Lock()
-	if idleBy[t.server] == t {
-		delete(idleBy, t.server)
-	}
-	idleMu.Unlock()
+	forgetIdle(t)
 	if c != nil {
 		c.close()
 	}
@@ -1008,6 +1041,7 @@ func CloseTrackers() {
 			c.close()
 		}
 		trackers.CompareAndDelete(k, t)
+		forgetIdle(t)
 		return true
 	})
 }
