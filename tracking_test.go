@@ -641,7 +641,10 @@ func TestReaderClosedByServerTimeoutIsReplaced(t *testing.T) {
 	select {
 	case <-holder.Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("DEL not noticed within 5s after the server closed the idle reader")
+		// What the tracker's connections look like, for the cause.
+		list, err := s.Client().ClientList(ctx).Result()
+		t.Fatalf("DEL not noticed within 5s after the server closed the idle reader (hold still watched: %v)\nCLIENT LIST (%v):\n%s",
+			redislock.Watched(holder), err, list)
 	}
 	t.Logf("reader closed by the server's timeout; DEL -> Done: %v", time.Since(start))
 	if took := time.Since(start); took > time.Second {
