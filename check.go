@@ -2,10 +2,14 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -66,6 +70,14 @@ func (r Report) OK() bool {
 //   - replicas with no WithReplicaAck among opts (Warning): a failover may
 //     promote a replica that never got a lock; fewer connected replicas
 //     than WithReplicaAck asks for (Problem): every acquire would fail;
+//     more replicas than it asks for (Warning): a failover may promote one
+//     that missed the lock;
+//   - on each replica it can reach (from the master's INFO replication): a
+//     maxmemory-policy other than noeviction (Problem: a failover promotes
+//     it), and a clock that differs from its master's by more than
+//     MaxClockSkew (Warning: after a failover to it, a replica behind
+//     issues fencing tokens below those already granted, and one ahead
+//     expires every lock early, since expires replicate as absolute times);
 //   - a Redis older than MinRedisVersion (Problem);
 //   - no persistence (Info): a restart frees every lock;
 //   - whether held keys can be watched (see WithTracking): Info when they
@@ -74,15 +86,24 @@ func (r Report) OK() bool {
 //   - what it could not read, for instance under an ACL without CONFIG
 //     (Warning).
 //
-// It only reads (CONFIG GET, INFO), and opens and closes the two
-// connections of a tracker. It returns an error only when a node
-// cannot be reached or opts are invalid.
+// It only reads (CONFIG GET, INFO, TIME), and opens and closes the two
+// connections of a tracker and one connection to each replica. Nodes are
+// named by address; the master behind a Sentinel failover client by the
+// address it reports (CLIENT INFO). It returns an error only when a master
+// cannot be reached or the client or opts are invalid (the errors of New:
+// ErrUnsupportedClient, ErrInvalidReplicaAck, ...).
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
 	if client == nil {
 		return nil, ErrNilClient
 	}
+	if err := checkClient(client); err != nil {
+		return nil, err
+	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.ack.fits(readTimeout(client)); err != nil {
 		return nil, err
 	}
 	var (
@@ -94,7 +115,7 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 		report = append(report, fs...)
 		mu.Unlock()
 	}
-	checkNode := func(ctx context.Context, node redis.UniversalClient, addr string) error {
+	checkNode := func(ctx context.Context, node *redis.Client, addr string) error {
 		fs, err := checkNode(ctx, node, addr, c.ack)
 		add(fs...)
 		if err == nil {
@@ -107,12 +128,12 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 		err = cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
 			return checkNode(ctx, master, master.Options().Addr)
 		})
+	} else if node, ok := client.(*redis.Client); ok {
+		err = checkNode(ctx, node, nodeName(ctx, node))
 	} else {
-		addr := "redis"
-		if o, ok := client.(interface{ Options() *redis.Options }); ok {
-			addr = o.Options().Addr
-		}
-		err = checkNode(ctx, client, addr)
+		fs, cerr := checkMaster(ctx, client, "redis", c.ack)
+		add(fs...)
+		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redislock: check: %w", err)
@@ -151,8 +172,35 @@ func checkTracking(node redis.UniversalClient, addr string, c config) []Finding 
 	return finding(Info, "key tracking works: a lost lock is noticed at once")
 }
 
-// checkNode inspects one node. Only an unreachable node is an error.
-func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack replicaAck) ([]Finding, error) {
+// nodeName is how Check names the node of a *redis.Client: its address,
+// or for a Sentinel failover client (whose Addr reads "FailoverClient") the
+// address the master reports for this connection.
+func nodeName(ctx context.Context, node *redis.Client) string {
+	addr := node.Options().Addr
+	if addr != "FailoverClient" {
+		return addr
+	}
+	if info, err := node.Do(ctx, "CLIENT", "INFO").Text(); err == nil {
+		for _, f := range strings.Fields(info) {
+			if v, ok := strings.CutPrefix(f, "laddr="); ok {
+				return v
+			}
+		}
+	}
+	return "master (Sentinel)"
+}
+
+// checkNode inspects one master and the replicas it reports.
+func checkNode(ctx context.Context, node *redis.Client, addr string, ack replicaAck) ([]Finding, error) {
+	fs, err := checkMaster(ctx, node, addr, ack)
+	if err != nil {
+		return fs, err
+	}
+	return append(fs, checkReplicas(ctx, node, addr)...), nil
+}
+
+// checkMaster inspects one node. Only an unreachable node is an error.
+func checkMaster(ctx context.Context, node redis.UniversalClient, addr string, ack replicaAck) ([]Finding, error) {
 	if err := node.Ping(ctx).Err(); err != nil {
 		return nil, err
 	}
@@ -191,6 +239,8 @@ func checkNode(ctx context.Context, node redis.UniversalClient, addr string, ack
 		add(Problem, "this node is a replica: lock writes fail on it; connect to the primary")
 	case ack.on() && replicas < ack.n:
 		add(Problem, "WithReplicaAck(%d) but %d replicas are connected: every acquire will fail", ack.n, replicas)
+	case ack.on() && replicas > ack.n:
+		add(Warning, "WithReplicaAck(%d) with %d replicas: a failover may promote one of the %d that were not waited for and missed a lock; ask for all of them", ack.n, replicas, replicas-ack.n)
 	case !ack.on() && replicas > 0:
 		add(Warning, "%d replicas and no WithReplicaAck: a failover may promote a replica that never got a lock", replicas)
 	}
@@ -257,4 +307,91 @@ func infoFields(info string) map[string]string {
 		}
 	}
 	return fields
+}
+
+// MaxClockSkew is how far apart Check lets the clocks of a master and of
+// its replica be before it warns. Fencing tokens are at least the server's
+// clock, and Redis replicates expires as absolute times: a replica whose
+// clock is behind issues, once promoted, tokens below those its master
+// granted, and one whose clock is ahead expires every lock early.
+const MaxClockSkew = 500 * time.Millisecond
+
+// checkReplicas inspects each replica the master at addr reports in INFO
+// replication, over a connection of its own with the master's options.
+func checkReplicas(ctx context.Context, master *redis.Client, addr string) []Finding {
+	info, err := master.Info(ctx, "replication").Result()
+	if err != nil {
+		return nil // reported by checkMaster
+	}
+	var addrs []string
+	for k, v := range infoFields(info) {
+		if n, ok := strings.CutPrefix(k, "slave"); !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		if f["ip"] != "" && f["port"] != "" {
+			addrs = append(addrs, net.JoinHostPort(f["ip"], f["port"]))
+		}
+	}
+	slices.Sort(addrs)
+	var fs []Finding
+	for _, raddr := range addrs {
+		fs = append(fs, checkReplica(ctx, master, addr, raddr)...)
+	}
+	return fs
+}
+
+// checkReplica inspects the replica at raddr of the master at addr.
+func checkReplica(ctx context.Context, master *redis.Client, addr, raddr string) []Finding {
+	var fs []Finding
+	add := func(sev Severity, format string, args ...any) {
+		fs = append(fs, Finding{Severity: sev, Node: raddr, Message: fmt.Sprintf(format, args...)})
+	}
+	o := *master.Options()
+	if o.Addr == "FailoverClient" {
+		o.Dialer = nil // the failover client's dialer asks Sentinel for the master
+	}
+	o.Addr = raddr
+	o.PoolSize, o.MinIdleConns, o.MaxRetries = 1, 0, -1
+	r := redis.NewClient(&o)
+	defer r.Close()
+	if err := r.Ping(ctx).Err(); err != nil {
+		add(Warning, "replica of %s could not be reached (%v): its maxmemory-policy and clock were not checked", addr, err)
+		return fs
+	}
+	if policy, err := configGet(ctx, r, "maxmemory-policy"); err != nil {
+		add(Warning, "could not read the maxmemory-policy of this replica of %s (%v): make sure it is noeviction", addr, err)
+	} else if policy != "noeviction" {
+		add(Problem, "replica of %s with maxmemory-policy %s: once a failover promotes it, it may evict lock keys and let a second owner in; set noeviction", addr, policy)
+	}
+	mo, merr := clockOffset(ctx, master)
+	ro, rerr := clockOffset(ctx, r)
+	if merr != nil || rerr != nil {
+		add(Warning, "could not compare this replica's clock with its master %s (%v): make sure they agree", addr, errors.Join(merr, rerr))
+		return fs
+	}
+	switch skew := (ro - mo).Round(time.Millisecond); {
+	case skew > MaxClockSkew:
+		add(Warning, "clock %v ahead of its master %s: after a failover to it, locks expire %v early (expires replicate as absolute times) and a second owner may get in; synchronise the clocks", skew, addr, skew)
+	case skew < -MaxClockSkew:
+		add(Warning, "clock %v behind its master %s: after a failover to it, fencing tokens may go back by up to that much, below tokens already granted; synchronise the clocks", -skew, addr)
+	}
+	return fs
+}
+
+// clockOffset estimates how far the server's clock is from the local one:
+// its TIME less the middle of the round trip.
+func clockOffset(ctx context.Context, c redis.UniversalClient) (time.Duration, error) {
+	before := time.Now()
+	t, err := c.Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	after := time.Now()
+	return t.Sub(before.Add(after.Sub(before) / 2)), nil
 }

@@ -124,10 +124,20 @@ var (
 	// different slots.
 	ErrCrossSlot = invalid("untagged keys on a cluster client: lock and signal keys would be in different slots")
 
-	// ErrInvalidReplicaAck is returned by New when WithReplicaAck is given
-	// fewer than one replica, a timeout below 1ms, or a timeout that does
-	// not fit in two thirds of the client's read timeout.
-	ErrInvalidReplicaAck = invalid("replica ack needs n >= 1 and a timeout from 1ms to 2/3 of the read timeout")
+	// ErrInvalidReplicaAck is returned by New and Check when WithReplicaAck
+	// is given fewer than one replica, a timeout below 1ms, or a timeout
+	// above a third of the client's read timeout (a waiter's BLPOP and the
+	// WAIT behind it share two thirds of it: a longer WAIT would leave
+	// BLPOP slices so short that waiting would turn into polling).
+	ErrInvalidReplicaAck = invalid("replica ack needs n >= 1 and a timeout from 1ms to 1/3 of the read timeout")
+
+	// ErrUnsupportedClient is returned by New, List, ResetAll and Check for
+	// a go-redis *redis.Ring: a Ring shards keys by its own hash, so a
+	// lock's signal list may live on another shard than its key (a waiter
+	// would sleep through the release), and WAIT, which has no key, would
+	// go to any shard. Use a *redis.Client per Redis server, or a
+	// ClusterClient.
+	ErrUnsupportedClient = invalid("unsupported client")
 
 	// ErrInvalidAutoRenewal is returned by New when WithAutoRenewal is given
 	// without an expire: there would be nothing to renew.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -36,23 +37,31 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	}
 	var (
 		mu    sync.Mutex
-		infos []LockInfo
+		infos = map[string]LockInfo{} // by name: a key moved by a slot migration is found twice
 	)
-	err = eachLockKey(ctx, client, ks, namePattern, func(ctx context.Context, node redis.UniversalClient, name string) error {
-		info, held, err := readInfo(ctx, node, name, ks.lockKey(name))
+	err = eachLockKey(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
+		var (
+			info LockInfo
+			held bool
+		)
+		err := retryTopology(ctx, client, func() (err error) {
+			info, held, err = readInfo(ctx, client, name, ks.lockKey(name))
+			return err
+		})
 		if err != nil || !held { // not held: released meanwhile
 			return err
 		}
 		mu.Lock()
-		infos = append(infos, info)
+		infos[name] = info
 		mu.Unlock()
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
 	}
-	slices.SortFunc(infos, func(a, b LockInfo) int { return cmp.Compare(a.Name, b.Name) })
-	return infos, nil
+	list := slices.Collect(maps.Values(infos))
+	slices.SortFunc(list, func(a, b LockInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return list, nil
 }
 
 // Info reads who holds the lock and for how long, in one round trip. held

@@ -80,6 +80,9 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	if client == nil {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
 	}
+	if err := checkClient(client); err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
 	if name == "" {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrInvalidName)
 	}
@@ -92,8 +95,8 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	rt := readTimeout(client)
-	if c.ack.on() && rt > 0 && c.ack.timeout > rt*2/3 {
-		return nil, fmt.Errorf("lock %q: %w", name, ErrInvalidReplicaAck)
+	if err := c.ack.fits(rt); err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	ks := newKeyScheme(c.prefix, tagged)
 	if err := ks.checkName(name); err != nil {
@@ -369,6 +372,11 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	}
 	var reason error
 	switch {
+	case err != nil && !noReply:
+		// An error reply: the script did not run, and the key still holds
+		// our id until it expires or a later Release gets through.
+		reason = fmt.Errorf("%w: the release was refused: %w", ErrUnreachable, err)
+		err = fmt.Errorf("release: %w", err)
 	case err != nil:
 		err = fmt.Errorf("release: %w", err)
 	case n != releaseDone && retried && vouched:
@@ -402,36 +410,45 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 // reply: an earlier attempt may have run); unanswered whether any attempt,
 // of the EVALSHA or of the EVAL after a NOSCRIPT, went without a reply and
 // may yet run.
+//
+// A topology reply (TRYAGAIN for the whole time the lock's slot migrates:
+// the script touches two keys) is retried within ctx (see retryTopology).
 func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
-	sha := &countedArg{s: own}
-	n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], sha, l.signalExpireMS).Int64()
-	final := sha
-	if isNoScript(err) {
-		// Not cached: EVAL caches it. The EVALSHA ran nothing.
-		final = &countedArg{s: own}
-		n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS).Int64()
+	var r topoRetry
+	for {
+		sha := &countedArg{s: own}
+		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], sha, l.signalExpireMS).Int64()
+		final := sha
+		if isNoScript(err) {
+			// Not cached: EVAL caches it. The EVALSHA ran nothing.
+			final = &countedArg{s: own}
+			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS).Int64()
+		}
+		retried = final.sends.Load() > 1
+		unanswered = unanswered || retried || sha.sends.Load() > 1
+		if !r.again(ctx, l.client, err) {
+			return n, retried, unanswered, err
+		}
 	}
-	retried = final.sends.Load() > 1
-	return n, retried, retried || sha.sends.Load() > 1, err
 }
 
 // afterRelease records the outcome of a release of id: when an attempt of
 // it got no reply, it may still reach Redis much later and delete whatever
 // key holds id then, so a Lock with its own random id takes a fresh one,
-// out of its reach; and when the release as a whole got no reply, the key
-// may still hold id, which the next Release then sends.
+// out of its reach; and when the release as a whole got no reply, or was
+// refused (an error reply), the key may still hold id, which the next
+// Release then sends, while the next Acquire takes a fresh id.
 func (l *Lock) afterRelease(id string, unanswered bool, err error) {
 	if !l.autoID {
 		return
 	}
-	noReply := err != nil && !isReply(err)
-	if unanswered || noReply {
+	if unanswered || err != nil {
 		l.renewID()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case noReply:
+	case err != nil: // no reply, or refused (the key may hold id still)
 		l.unreleased = id
 	case l.unreleased == id:
 		l.unreleased = ""
@@ -530,6 +547,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	}
 	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.ID(), ms)
 	n, err := cmd.Int64()
+	noteConnError(ctx, l.client, err)
 	if h != nil {
 		h.expectEnd(err == nil && n == 0)
 	}

@@ -132,8 +132,13 @@ func WithMaxHold(d time.Duration) Option {
 // Tokens are kept in the key "lock-fence:<name>" (no expire). Each one is
 // the larger of the previous token + 1 and the Redis server's clock in
 // microseconds, so tokens keep growing across a restart that lost the key,
-// as long as the server's clock does not go back. The default is no
-// fencing, and no fence key is written.
+// as long as the server's clock does not go back. Across a failover they
+// keep growing when the promoted replica has the last token (WithReplicaAck
+// waits for the fence key too: the same script writes it), or else when
+// its clock is not behind its old master's by more than the time between
+// that token's grant and the failover: keep master and replica clocks in
+// sync (Check warns at MaxClockSkew). The default is no fencing, and no
+// fence key is written.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
 }
@@ -145,13 +150,21 @@ func WithFencing() Option {
 // an unacknowledged renewal counts as a failed one.
 //
 // The default is no waiting: a failover may promote a replica that never
-// received the lock. n must be at least 1 and timeout from 1ms to two
-// thirds of the client's read timeout (WAIT blocks the connection), else
-// New returns ErrInvalidReplicaAck. Redis ends a WAIT at its timer's
-// resolution (100 ms with the default hz 10), so a short timeout takes
-// about that long when replicas do not answer. The writes are sent to the
-// master of the lock key; on a Sentinel failover client that is the
-// current master.
+// received the lock. n must be at least 1 and timeout from 1ms to a third
+// of the client's read timeout (a waiter's BLPOP and the WAIT behind it
+// share two thirds of it), else New returns ErrInvalidReplicaAck. Redis
+// ends a WAIT at its timer's resolution (100 ms with the default hz 10),
+// so a short timeout takes about that long when replicas do not answer.
+//
+// The writes and their WAIT are sent to the master of the lock key over
+// one connection: on a Sentinel failover client, the current master; on a
+// cluster client, the master of the key's slot, following MOVED and ASK
+// while the slot migrates (the client's slot map is reloaded on MOVED and
+// when a node stops answering, as in a shard's failover).
+//
+// Only n replicas are waited for: with more replicas than n, a failover
+// may still promote one that missed the write (Check warns). The fence key
+// of WithFencing is written by the same script, so the ack covers it too.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
 }

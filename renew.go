@@ -154,6 +154,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		h.expectBegin()
 		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
+		noteConnError(ctx, h.client, err) // a failover: find the new master
 		cancel()
 		h.expectEnd(err == nil && n == 0)
 		if stopped(stop) {

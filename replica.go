@@ -17,38 +17,56 @@ type replicaAck struct {
 
 func (a replicaAck) on() bool { return a.n > 0 }
 
-// node returns the client to pipeline a write and its WAIT on: WAIT counts
-// the replicas that have the writes of its own connection, so both must go
-// to the master of key over one connection. That is client itself, except
-// on a cluster, where it is the client of key's master.
-func node(ctx context.Context, client redis.UniversalClient, key string) (redis.UniversalClient, error) {
-	if cluster, ok := client.(*redis.ClusterClient); ok {
-		return cluster.MasterForKey(ctx, key)
+// fits returns ErrInvalidReplicaAck when the ack's timeout is more than a
+// third of the client's read timeout rt: a waiter's BLPOP and the WAIT
+// behind it share two thirds of rt (see maxSliceFor), and a longer WAIT
+// would leave the BLPOP slices so short that waiting turns into polling.
+func (a replicaAck) fits(rt time.Duration) error {
+	if a.on() && rt > 0 && a.timeout > rt/3 {
+		return ErrInvalidReplicaAck
 	}
-	return client, nil
+	return nil
 }
 
 // run runs script s and, when the ack is on, WAIT right behind it on the
-// same connection. It returns the script's command and an error that
-// matches ErrNotReplicated when fewer than n replicas acknowledged; the
-// caller decides whether the script wrote anything that needed them.
-func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+// same connection: WAIT counts the replicas that have the writes of its
+// own connection, so both go to the master of the key over one
+// connection, in a pipeline (on a cluster, the client of the key's
+// master, following MOVED and ASK itself: see route). Topology replies
+// are retried within ctx (see retryTopology). It returns the script's
+// command and an error that matches ErrNotReplicated when fewer than n
+// replicas acknowledged; the caller decides whether the script wrote
+// anything that needed them.
+func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
 	if !a.on() {
-		return s.Run(ctx, client, keys, args...), nil
-	}
-	n, err := node(ctx, client, keys[0])
-	if err != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(err)
+		_ = retryTopology(ctx, client, func() error {
+			cmd = s.Run(ctx, client, keys, args...)
+			return cmd.Err()
+		})
 		return cmd, nil
 	}
-	// EVAL, not EVALSHA: a NOSCRIPT reply would come with a WAIT that
-	// blocks for nothing, the whole timeout when replicas lag.
-	pipe := n.Pipeline()
-	cmd := s.Eval(ctx, pipe, keys, args...)
-	wait := a.queue(ctx, pipe)
-	_, _ = pipe.Exec(ctx) // each command's own error is read below
-	return cmd, a.check(wait)
+	var r route
+	_ = retryTopology(ctx, client, func() error {
+		n, asking, err := r.node(ctx, client, keys[0])
+		if err != nil {
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return err
+		}
+		// EVAL, not EVALSHA: a NOSCRIPT reply would come with a WAIT that
+		// blocks for nothing, the whole timeout when replicas lag.
+		pipe := n.Pipeline()
+		if asking {
+			pipe.Do(ctx, "ASKING")
+		}
+		cmd = s.Eval(ctx, pipe, keys, args...)
+		wait := a.queue(ctx, pipe)
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		ackErr = a.check(wait)
+		r.follow(cmd.Err())
+		return cmd.Err()
+	})
+	return cmd, ackErr
 }
 
 // queue adds WAIT to pipe.

@@ -17,7 +17,10 @@ const scanCount = 1000
 // holder is not told, and its Release will return ErrNotAcquired. Reset on
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
-	if err := resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS).Err(); err != nil {
+	err := retryTopology(ctx, l.client, func() error {
+		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS).Err()
+	})
+	if err != nil {
 		return l.wrap(fmt.Errorf("reset: %w", err))
 	}
 	return nil
@@ -40,14 +43,20 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 	if err != nil {
 		return 0, err
 	}
+	// A lock reset twice (see eachLockKey) counts once: the second run
+	// finds no key.
 	signalExpireMS := strconv.FormatInt(c.signalExpire.Milliseconds(), 10)
 	var (
 		mu    sync.Mutex
 		total int
 	)
-	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, node redis.UniversalClient, name string) error {
+	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, name string) error {
 		keys := []string{ks.lockKey(name), ks.signalKey(name)}
-		deleted, err := resetScript.Run(ctx, node, keys, signalExpireMS).Int()
+		var deleted int
+		err := retryTopology(ctx, client, func() (err error) {
+			deleted, err = resetScript.Run(ctx, client, keys, signalExpireMS).Int()
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -66,6 +75,9 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config, error) {
 	if client == nil {
 		return keyScheme{}, config{}, ErrNilClient
+	}
+	if err := checkClient(client); err != nil {
+		return keyScheme{}, config{}, err
 	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
@@ -86,8 +98,14 @@ func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config
 // name matches the glob namePattern, walking the keyspace with SCAN on
 // client, or on every master of a cluster client (concurrently: fn must be
 // safe for that). It stops at the first error.
+//
+// fn must send its commands through client, not to the node that SCAN
+// found the key on: while a slot migrates, a key may be on the importing
+// node, which answers MOVED to a client that did not send ASKING, and the
+// cluster client follows that. For the same reason fn may see a name
+// twice (found on the migrating node, then moved and found again).
 func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
-	fn func(ctx context.Context, node redis.UniversalClient, name string) error) error {
+	fn func(ctx context.Context, name string) error) error {
 	walk := func(ctx context.Context, node redis.UniversalClient) error {
 		iter := node.ScanType(ctx, 0, ks.scanPattern(namePattern), scanCount, "string").Iterator()
 		for iter.Next(ctx) {
@@ -95,7 +113,7 @@ func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme
 			if !ok {
 				continue
 			}
-			if err := fn(ctx, node, name); err != nil {
+			if err := fn(ctx, name); err != nil {
 				return err
 			}
 		}

@@ -83,8 +83,9 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			t.leave(l.expiresHint(res, terr, sent))
 		}
 	}()
-	popped := false // the last BLPOP took a wake-up signal
-	wake := ""      // this waiter's wake key, made when it first waits in Redis
+	popped := false         // the last BLPOP took a wake-up signal
+	wake := ""              // this waiter's wake key, made when it first waits in Redis
+	var pause time.Duration // between waits while the slot migrates
 	for {
 		if terr != nil {
 			return sent, acquireResult{}, l.fail(ctx, terr, popped)
@@ -118,13 +119,24 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			wake = wakeKey(l.keys[1])
 		}
 		wsent := time.Now()
-		wres, wpopped, werr := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake)
-		if werr != nil && ctx.Err() != nil && errors.Is(werr, ctx.Err()) {
+		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake)
+		if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 			// Given up while waiting: abandonWait settles the attempt.
 			// res, from the try before, is what the next waiter learns.
-			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, werr))
+			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, w.err))
 		}
-		sent, res, popped, terr = wsent, wres, wpopped, werr
+		sent, res, popped, terr = wsent, w.res, w.popped, w.err
+		if w.moving && terr == nil && res.status == statusBusy {
+			// The slot is migrating: the BLPOP was redirected instead of
+			// blocking. Pause (the try came back busy) before waiting
+			// again, so as not to spin until the migration ends.
+			pause = min(max(pause*2, minTopologyBackoff), maxTopologyBackoff)
+			if !sleepCtx(ctx, pause) {
+				return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, ctx.Err()))
+			}
+		} else {
+			pause = 0
+		}
 	}
 }
 
@@ -148,7 +160,14 @@ func (l *Lock) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
 	if !l.ack.on() {
 		in := l.ident.Load()
-		res, err := parseAcquire(runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs))
+		cmd := runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs)
+		if isTopology(cmd.Err()) { // a fenced acquire (two keys) while its slot migrates, say
+			_ = retryTopology(ctx, l.client, func() error {
+				cmd = runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs)
+				return cmd.Err()
+			})
+		}
+		res, err := parseAcquire(cmd)
 		res.id = in.id
 		return res, err
 	}
@@ -200,12 +219,11 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 // its BLPOP is woken through the waiter's wake key, a signal it popped is
 // given back and a lock its try took is released. The Lock's next Acquire
 // or Release waits for that.
-func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) (res acquireResult, popped bool, err error) {
+func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) waitResult {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		defer cancel()
-		r := l.pipeWait(pctx, d, wake)
-		return r.res, r.popped, r.err
+		return l.pipeWait(pctx, d, wake)
 	}
 	ch := make(chan waitResult, 1)
 	go func() {
@@ -215,7 +233,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) (re
 	select {
 	case r := <-ch:
 		if ctx.Err() == nil {
-			return r.res, r.popped, r.err
+			return r
 		}
 		// It answered as ctx ended: ctx wins, so that nothing is taken
 		// after the caller gave up (a process told to stop, say).
@@ -226,7 +244,7 @@ func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) (re
 	}
 	l.cleanups.add()
 	go l.abandonWait(context.WithoutCancel(ctx), wake, ch)
-	return acquireResult{}, false, ctx.Err()
+	return waitResult{err: ctx.Err()}
 }
 
 // waitResult is what one pipelined BLPOP and try came to.
@@ -234,6 +252,7 @@ type waitResult struct {
 	res    acquireResult
 	popped bool // the BLPOP took a wake-up signal
 	woken  bool // the BLPOP took the wake key's element
+	moving bool // the BLPOP got a topology reply (see retryTopology): it did not block
 	err    error
 }
 
@@ -303,7 +322,8 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 	client := l.client
 	if l.ack.on() {
 		var err error
-		if client, err = node(ctx, l.client, l.keys[0]); err != nil {
+		var to route // the key's master: redirects are followed by l.try below
+		if client, _, err = to.node(ctx, l.client, l.keys[0]); err != nil {
 			return waitResult{err: err}
 		}
 	}
@@ -331,18 +351,19 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		r.woken = kv[0] == wake
 	}
 	r.res, r.err = l.acked(ctx, in.id, tryCmd, ackErr)
-	if perr := popCmd.Err(); perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && r.err == nil {
+	perr := popCmd.Err()
+	r.moving = isTopology(perr)
+	if isNoScript(r.err) || isTopology(r.err) {
+		// Redis's script cache was empty (a restart, SCRIPT FLUSH), or
+		// the slot is moving (MOVED, ASK, TRYAGAIN...: the try did not
+		// run): the BLPOP has run; try again on its own, with EVAL, which
+		// also reloads the script, following redirects.
+		r.res, r.err = l.try(ctx)
+	}
+	if perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
-		if r.res.status == statusBusy {
-			r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
-			return r
-		}
-	}
-	if isNoScript(r.err) {
-		// Redis's script cache was empty (a restart, SCRIPT FLUSH): the
-		// BLPOP has run; try again with EVAL, which also reloads it.
-		r.res, r.err = l.try(ctx)
+		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
 	}
 	return r
 }

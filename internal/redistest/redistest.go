@@ -31,6 +31,7 @@ type Server struct {
 	bin  string
 	args []string
 	dir  string
+	env  []string // extra environment of the process, kept across Restart
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has been waited for
 }
@@ -56,7 +57,13 @@ func Binary(t testing.TB) string {
 // and stops it when t ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	return launch(t, func(port int, dir string) ([]string, error) {
+	return launch(t, startArgs(extra))
+}
+
+// startArgs returns the arguments builder of Start: no persistence, the
+// noeviction policy, then the extra directives.
+func startArgs(extra []string) func(port int, dir string) ([]string, error) {
+	return func(port int, dir string) ([]string, error) {
 		return append([]string{
 			"--bind", "127.0.0.1",
 			"--port", strconv.Itoa(port),
@@ -66,7 +73,7 @@ func Start(t testing.TB, extra ...string) *Server {
 			"--maxmemory-policy", "noeviction",
 			"--protected-mode", "yes",
 		}, directives(extra)...), nil
-	})
+	}
 }
 
 // launch starts a redis-server with the arguments argsFor returns for a
@@ -74,7 +81,14 @@ func Start(t testing.TB, extra ...string) *Server {
 // chosen one was taken meanwhile, and stops it when t ends.
 func launch(t testing.TB, argsFor func(port int, dir string) ([]string, error)) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
+	return launchEnv(t, nil, argsFor)
+}
+
+// launchEnv is launch with env ("NAME=value") added to the process's
+// environment, on this start and on every Restart.
+func launchEnv(t testing.TB, env []string, argsFor func(port int, dir string) ([]string, error)) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), env: env}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		var port int
@@ -121,6 +135,9 @@ func freePort() (int, error) {
 // start runs the process and waits until it answers PING.
 func (s *Server) start() error {
 	cmd := exec.Command(s.bin, s.args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...) // later entries win
+	}
 	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +65,12 @@ func (s *Server) Cont() { s.cmd.Process.Signal(syscall.SIGCONT) }
 // and the primary counts it for WAIT: a write is acknowledged by it.
 func StartReplica(t testing.TB, primary *Server) *Server {
 	t.Helper()
+	return startReplica(t, primary, Start)
+}
+
+// startReplica is StartReplica with start in place of Start.
+func startReplica(t testing.TB, primary *Server, start func(testing.TB, ...string) *Server) *Server {
+	t.Helper()
 	// The primary would wait 5 s for more replicas before a diskless sync.
 	pc := redis.NewClient(&redis.Options{Addr: primary.Addr})
 	err := pc.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err()
@@ -71,7 +78,7 @@ func StartReplica(t testing.TB, primary *Server) *Server {
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	r := Start(t, fmt.Sprintf("replicaof 127.0.0.1 %d", primary.Port()))
+	r := start(t, fmt.Sprintf("replicaof 127.0.0.1 %d", primary.Port()))
 	waitFor(t, 10*time.Second, "replica link up", func() bool {
 		return infoField(r.Addr, "replication", "master_link_status") == "up"
 	})
@@ -161,9 +168,16 @@ sentinel parallel-syncs %s 1
 	return ss
 }
 
-// Cluster is a Redis Cluster of masters without replicas.
+// Cluster is a Redis Cluster: masters, and replicas when started with
+// StartClusterWithReplicas. KillMaster and ManualFailover keep Masters and
+// Replicas up to date with the roles the nodes have.
 type Cluster struct {
-	Masters []*Server
+	Masters  []*Server
+	Replicas []*Server // nil for StartCluster
+
+	mu    sync.Mutex
+	nodes []*Server          // every node ever started, dead ones included
+	ids   map[*Server]string // node IDs, which survive Restart (nodes.conf)
 }
 
 // Addrs returns the masters' addresses.
