@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,7 +62,8 @@ func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *re
 		}
 		cmd = s.Eval(ctx, pipe, keys, args...)
 		wait := a.queue(ctx, pipe)
-		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		_, err = pipe.Exec(ctx) // each command's own error is read below
+		failedPipeline(err, cmd, wait)
 		ackErr = a.check(wait)
 		r.follow(cmd.Err())
 		return cmd.Err()
@@ -84,4 +86,18 @@ func (a replicaAck) check(wait *redis.Cmd) error {
 		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acks, a.n, a.timeout)
 	}
 	return nil
+}
+
+// failedPipeline gives the error of a pipeline that failed as a whole
+// (no connection: a dead node) to those of cmds left without a result,
+// which some go-redis v9 releases leave with neither value nor error.
+func failedPipeline(err error, cmds ...*redis.Cmd) {
+	if err == nil || isReply(err) || errors.Is(err, redis.Nil) {
+		return
+	}
+	for _, c := range cmds {
+		if c.Err() == nil && c.Val() == nil {
+			c.SetErr(err)
+		}
+	}
 }

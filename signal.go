@@ -340,7 +340,12 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
 	}
-	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	_, err := pipe.Exec(ctx) // each command's own error is read below
+	if waitCmd != nil {
+		failedPipeline(err, popCmd, tryCmd, waitCmd)
+	} else {
+		failedPipeline(err, popCmd, tryCmd)
+	}
 
 	var ackErr error
 	if waitCmd != nil {
