@@ -161,9 +161,3 @@ func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
-// isScript reports whether cmd runs a script with nargs words in all
-// (EVALSHA, sha, numkeys, keys and arguments): the library's scripts are
-// told apart by it (acquire 7, extend 6, giveback 8).
-func isScript(cmd redis.Cmder, nargs int) bool {
-	return strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && len(cmd.Args()) == nargs
-}

@@ -57,7 +57,7 @@ func TestRenewalKeepsLongerExtend(t *testing.T) {
 	var extends atomic.Int32 // extend scripts answered
 	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		err := next(ctx, cmd)
-		if isScript(cmd, 6) {
+		if scriptOf(cmd) == "extend" {
 			extends.Add(1)
 		}
 		return err

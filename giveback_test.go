@@ -18,7 +18,7 @@ import (
 // dropGiveback refuses to send the giveback script: the broken variant of
 // the giveback tests.
 var dropGiveback = commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-	if isScript(cmd, 8) {
+	if scriptOf(cmd) == "giveback" {
 		err := errors.New("giveback dropped by the test")
 		cmd.SetErr(err)
 		return err
@@ -105,8 +105,8 @@ type unsent struct {
 var errUnsent = errors.New("injected: connection broke, outcome unknown")
 
 func (h *unsent) hook(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-	fail := isScript(cmd, 7) && h.failAcquire.CompareAndSwap(true, false)
-	if isScript(cmd, 8) && h.failGiveback.Load() {
+	fail := scriptOf(cmd) == "acquire" && h.failAcquire.CompareAndSwap(true, false)
+	if scriptOf(cmd) == "giveback" && h.failGiveback.Load() {
 		fail = true
 		h.givebacks.Add(1)
 	}
@@ -206,7 +206,7 @@ func TestRetriedGivebackRenewsID(t *testing.T) {
 	hook := &unsent{}
 	var dropGivebackReply atomic.Bool
 	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, 8) && dropGivebackReply.CompareAndSwap(true, false) {
+		if scriptOf(cmd) == "giveback" && dropGivebackReply.CompareAndSwap(true, false) {
 			p.DropNextReply() // this giveback runs; its reply is lost; go-redis retries
 		}
 		return hook.hook(ctx, cmd, next)

@@ -15,7 +15,9 @@ const DefaultKeyPrefix = "lock:"
 // "_mayan_lock:" gives "_mayan_lock-signal:".
 //
 // The fence key of WithFencing is derived the same way with "-fence:"
-// ("lock-fence:<name>"); no python-redis-lock key has that prefix.
+// ("lock-fence:<name>"); no python-redis-lock key has that prefix. The
+// turn key is the signal key with ":turn" appended
+// ("lock-signal:<name>:turn"); python-redis-lock ignores it.
 //
 // In the hash-tagged scheme (Redis Cluster) the name is wrapped in braces,
 // "lock:{reports}", "lock-signal:{reports}", "lock-fence:{reports}", so
@@ -58,6 +60,11 @@ func (s keyScheme) tag(name string) string {
 func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + s.tag(name) }
 func (s keyScheme) signalKey(name string) string { return s.signalPrefix + s.tag(name) }
 func (s keyScheme) fenceKey(name string) string  { return s.fencePrefix + s.tag(name) }
+
+// turnKey is the key a release sets for a moment so that the waiter it
+// woke gets its turn (see lua/release.lua): the signal key with a suffix,
+// so that an ACL allowing the signal keys allows it, in the same slot.
+func (s keyScheme) turnKey(name string) string { return s.signalKey(name) + ":turn" }
 
 // nameOf returns the lock name of a lock key, and false when key is not a
 // lock key of this scheme (a signal or fence key, when their prefix itself

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,9 @@ import (
 type Lock struct {
 	client      redis.UniversalClient
 	name        string
-	keys        []string // {lock key, signal key}: KEYS of every two-key script
-	acquireKeys []string // KEYS of the acquire script: {lock key[, fence key]}
+	keys        []string // {lock key, signal key, turn key}: KEYS of release, reset and giveback
+	acquireKeys []string // KEYS of the acquire script: {lock, signal, turn[, fence]}
+	soloKeys    []string // KEYS of the acquire script without the turn: {lock[, fence]}
 	autoID      bool     // the id is this Lock's own random one, in no other Lock
 
 	// ident is the owner id and what is made from it. It changes only for a
@@ -102,15 +104,18 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	if err := ks.checkName(name); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
-	acquireKeys := []string{ks.lockKey(name)}
+	keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
+	acquireKeys, soloKeys := slices.Clone(keys), keys[:1:1]
 	if c.fencing {
 		acquireKeys = append(acquireKeys, ks.fenceKey(name))
+		soloKeys = append(soloKeys, ks.fenceKey(name))
 	}
 	l := &Lock{
 		client:         client,
 		name:           name,
-		keys:           []string{ks.lockKey(name), ks.signalKey(name)},
+		keys:           keys,
 		acquireKeys:    acquireKeys,
+		soloKeys:       soloKeys,
 		autoID:         !c.idGiven,
 		expire:         c.expire.Truncate(time.Millisecond), // what Redis counts
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
@@ -150,16 +155,25 @@ func (l *Lock) ID() string { return l.ident.Load().id }
 // that the hot path boxes nothing.
 type identity struct {
 	id          string
-	acquireArgs []any // ARGV of the acquire script
-	acquireCmd  []any // the whole EVALSHA command of acquire
+	acquireArgs []any // ARGV of the acquire script of a try that was not woken
+	acquireCmd  []any // the whole EVALSHA command of that try
+	wokenArgs   []any // ARGV of the try pipelined behind a BLPOP
+	wokenCmd    []any
+	soloArgs    []any // ARGV of the try without the turn (KEYS soloKeys)
+	soloCmd     []any
 }
 
 func (l *Lock) newIdentity(id string) *identity {
+	own := l.ownFlag()
 	in := &identity{
 		id:          id,
-		acquireArgs: []any{id, l.expireMS, l.ownFlag()},
+		acquireArgs: []any{id, l.expireMS, own, "1"},
+		wokenArgs:   []any{id, l.expireMS, own, "2"},
+		soloArgs:    []any{id, l.expireMS, own, "0"},
 	}
 	in.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, in.acquireArgs)
+	in.wokenCmd = evalShaCmd(acquireScript, l.acquireKeys, in.wokenArgs)
+	in.soloCmd = evalShaCmd(acquireScript, l.soloKeys, in.soloArgs)
 	return in
 }
 
@@ -417,12 +431,12 @@ func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, u
 	var r topoRetry
 	for {
 		sha := &countedArg{s: own}
-		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "2", l.keys[0], l.keys[1], sha, l.signalExpireMS).Int64()
+		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, turnMS).Int64()
 		final := sha
 		if isNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.
 			final = &countedArg{s: own}
-			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS).Int64()
+			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, turnMS).Int64()
 		}
 		retried = final.sends.Load() > 1
 		unanswered = unanswered || retried || sha.sends.Load() > 1

@@ -39,9 +39,22 @@ func (a replicaAck) fits(rt time.Duration) error {
 // replicas acknowledged; the caller decides whether the script wrote
 // anything that needed them.
 func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
+	return a.runOr(ctx, client, s, keys, args, nil, nil)
+}
+
+// runOr is run, except that after a topology reply the script is sent
+// with soloKeys and soloArgs instead, when given (the acquire without its
+// turn keys: see Lock.try).
+func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args []any, soloKeys []string, soloArgs []any) (cmd *redis.Cmd, ackErr error) {
+	fallBack := func(err error) {
+		if soloKeys != nil && isTopology(err) {
+			keys, args = soloKeys, soloArgs
+		}
+	}
 	if !a.on() {
 		_ = retryTopology(ctx, client, func() error {
 			cmd = s.Run(ctx, client, keys, args...)
+			fallBack(cmd.Err())
 			return cmd.Err()
 		})
 		return cmd, nil
@@ -66,6 +79,7 @@ func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *re
 		failedPipeline(err, cmd, wait)
 		ackErr = a.check(wait)
 		r.follow(cmd.Err())
+		fallBack(cmd.Err())
 		return cmd.Err()
 	})
 	return cmd, ackErr

@@ -18,7 +18,7 @@ const scanCount = 1000
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
 	err := retryTopology(ctx, l.client, func() error {
-		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS).Err()
+		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, turnMS).Err()
 	})
 	if err != nil {
 		return l.wrap(fmt.Errorf("reset: %w", err))
@@ -51,10 +51,10 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 		total int
 	)
 	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, name string) error {
-		keys := []string{ks.lockKey(name), ks.signalKey(name)}
+		keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
 		var deleted int
 		err := retryTopology(ctx, client, func() (err error) {
-			deleted, err = resetScript.Run(ctx, client, keys, signalExpireMS).Int()
+			deleted, err = resetScript.Run(ctx, client, keys, signalExpireMS, turnMS).Int()
 			return err
 		})
 		if err != nil {

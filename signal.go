@@ -158,12 +158,16 @@ func (l *Lock) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 
 // try runs the acquire script once.
 func (l *Lock) try(ctx context.Context) (acquireResult, error) {
+	in := l.ident.Load()
 	if !l.ack.on() {
-		in := l.ident.Load()
 		cmd := runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs)
-		if isTopology(cmd.Err()) { // a fenced acquire (two keys) while its slot migrates, say
+		if isTopology(cmd.Err()) {
+			// The slot migrates: a script on several keys, some of them
+			// missing, is answered TRYAGAIN until it ends. Without the
+			// turn keys a plain acquire has one key, which the importing
+			// node serves (a fenced one has two, and is retried).
 			_ = retryTopology(ctx, l.client, func() error {
-				cmd = runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs)
+				cmd = runPrepared(ctx, l.client, in.soloCmd, acquireScript, l.soloKeys, in.soloArgs)
 				return cmd.Err()
 			})
 		}
@@ -171,8 +175,7 @@ func (l *Lock) try(ctx context.Context) (acquireResult, error) {
 		res.id = in.id
 		return res, err
 	}
-	in := l.ident.Load()
-	cmd, ackErr := l.ack.run(ctx, l.client, acquireScript, l.acquireKeys, in.acquireArgs...)
+	cmd, ackErr := l.ack.runOr(ctx, l.client, acquireScript, l.acquireKeys, in.acquireArgs, l.soloKeys, in.soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
 }
 
@@ -335,7 +338,7 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
 	}
 	in := l.ident.Load()
-	tryCmd := pipe.Do(ctx, in.acquireCmd...)
+	tryCmd := pipe.Do(ctx, in.wokenCmd...)
 	var waitCmd *redis.Cmd
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
@@ -417,9 +420,9 @@ func (l *Lock) giveBackNow(ctx context.Context) {
 	defer cancel()
 	id := l.ID()
 	sha, eval := &countedArg{s: id}, &countedArg{s: id}
-	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag()).Err()
+	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), turnMS).Err()
 	if isNoScript(err) { // not cached: EVAL caches it
-		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag()).Err()
+		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
 	if l.autoID && (retried || (err != nil && !isReply(err))) {
@@ -446,3 +449,11 @@ func formatSeconds(d time.Duration) string {
 	ms := int64(max(d, minSlice)+time.Millisecond-1) / int64(time.Millisecond)
 	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
 }
+
+// turnMS is how long a release (or a reset, or a giveback that pushes the
+// signal back) gives the waiter it woke to take the lock before acquires
+// of this library that were not woken may (see lua/release.lua): a
+// python-redis-lock waiter takes it in its second round trip after the
+// BLPOP, well within this. A woken waiter that died meanwhile holds up
+// the others this long.
+const turnMS = "100"

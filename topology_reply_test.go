@@ -41,7 +41,7 @@ func refuse(match func(redis.Cmder) bool, reply error, left *atomic.Int32, refus
 }
 
 // isRelease matches the release script: two keys and two arguments.
-func isRelease(cmd redis.Cmder) bool { return isScript(cmd, 7) && cmd.Args()[2] == "2" }
+func isRelease(cmd redis.Cmder) bool { return scriptOf(cmd) == "release" }
 
 // noRawTopology fails t when err shows a topology reply: every call must
 // end in the lock's own result.
@@ -127,8 +127,15 @@ func TestFencedAcquireRetriesTryAgain(t *testing.T) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
 		isFencedAcquire := func(cmd redis.Cmder) bool {
-			args := cmd.Args()
-			return isScript(cmd, 8) && args[2] == "2" && strings.HasPrefix(args[4].(string), "lock-fence:")
+			if scriptOf(cmd) != "acquire" {
+				return false
+			}
+			for _, a := range cmd.Args() {
+				if k, ok := a.(string); ok && strings.HasPrefix(k, "lock-fence:") {
+					return true
+				}
+			}
+			return false
 		}
 		var left, refused atomic.Int32
 		left.Store(5)
@@ -153,7 +160,7 @@ func TestTopologyRetryGivesUp(t *testing.T) {
 	c := b.client()
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 	var refused atomic.Int32
-	c.AddHook(refuse(func(cmd redis.Cmder) bool { return isScript(cmd, 7) }, tryAgain, nil, &refused))
+	c.AddHook(refuse(func(cmd redis.Cmder) bool { return scriptOf(cmd) == "acquire" }, tryAgain, nil, &refused))
 	start := time.Now()
 	err := l.TryAcquire(context.Background())
 	took := time.Since(start)

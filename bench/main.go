@@ -31,6 +31,8 @@ type config struct {
 	trackLocks    int
 	trackExpire   time.Duration
 	trackRenewals int
+	// The mixed-fleet workload (mixed.go): length of each run.
+	mixedDuration time.Duration
 	out           string
 	chart         string
 }
@@ -40,6 +42,7 @@ func main() {
 	flag.BoolVar(&cfg.quick, "quick", false, "one short repeat of each workload, to check that it all works")
 	flag.IntVar(&cfg.repeats, "repeats", 3, "repeats of each workload; medians are reported")
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
+	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
@@ -48,6 +51,7 @@ func main() {
 	if cfg.quick {
 		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
 		cfg.trackExpire, cfg.trackRenewals = time.Second, 3 // ~2 s
+		cfg.mixedDuration = 2 * time.Second
 	}
 	log.SetFlags(0)
 	if err := run(cfg); err != nil {
@@ -112,6 +116,11 @@ func run(cfg config) error {
 			r.locks, r.every.Round(time.Millisecond), on, r.renewals(), r.total(), r.window.Round(time.Millisecond), r.perLockMinute(r.total()))
 		rep.renewals = append(rep.renewals, r)
 	}
+	mixedCases, err := runMixed(ctx, srv.addr, cfg)
+	if err != nil {
+		return err
+	}
+	rep.mixed = mixedCases
 	rep.finished = time.Now()
 	if err := os.WriteFile(cfg.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
@@ -123,6 +132,11 @@ func run(cfg config) error {
 	for _, r := range rep.results {
 		if lost := maxLost(r.counter); lost != 0 {
 			return fmt.Errorf("%s lost %d updates: two holders at once", r.name, lost)
+		}
+	}
+	for _, c := range rep.mixed {
+		if v := c.violations(); v != 0 {
+			return fmt.Errorf("mixed %d Go + %d Python, pause %v: %d acquisitions found another holder inside", c.goN, c.pyN, c.pause, v)
 		}
 	}
 	return nil

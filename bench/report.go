@@ -17,6 +17,7 @@ type report struct {
 	raw               []cycles
 	results           []*contenderResult
 	renewals          []renewalCost // the tracking workload: off, then on
+	mixed             []*mixedCase  // the mixed-fleet workload
 }
 
 func cpuModel() string {
@@ -98,6 +99,7 @@ func (r *report) markdown() string {
 			medianF(n, func(x count) float64 { return x.perSec }), medianF(n, func(x count) float64 { return x.commands }))
 	}
 	r.trackingSection(&b)
+	r.mixedSection(&b)
 	fmt.Fprintf(&b, "\n![chart](chart.svg)\n")
 	return b.String()
 }
@@ -148,6 +150,87 @@ func (r *report) trackingSection(b *strings.Builder) {
 		on.perRenewal(on.total()), off.perRenewal(off.total()),
 		on.perRenewal(on.calls["get"]), off.perRenewal(off.calls["get"]),
 		on.perRenewal(on.calls["get"])-off.perRenewal(off.calls["get"]))
+}
+
+// mixedSection reports the mixed-fleet workload: turns shared between
+// go-redis-lock workers and python-redis-lock-style workers on one lock,
+// and the Go-only fleet's per-worker shares.
+func (r *report) mixedSection(b *strings.Builder) {
+	if len(r.mixed) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## 6. Mixed fleet: go-redis-lock and python-redis-lock workers on one lock\n\n")
+	fmt.Fprintf(b, "Go workers use go-redis-lock (`redislock.New(client, name, redislock.WithExpire(%v))`, `Acquire`, `Release`); "+
+		"Python-style workers speak python-redis-lock 4.x's protocol, driven from Go with raw go-redis commands (python-redis-lock is not installed here): "+
+		"acquire is `SET lock:<name> <id> NX EX %d` and, while that fails, `BLPOP lock-signal:<name> %d`, so a waiter woken by a signal "+
+		"takes the lock with a second round trip, the next `SET NX`, after its `BLPOP` returns; release is python-redis-lock's owner-checking script "+
+		"(`DEL` the signal list, `LPUSH` one signal, `PEXPIRE` it %d ms, `DEL` the lock). Every worker has its own client and both kinds lock the same "+
+		"name, so they share the keys `lock:<name>` and `lock-signal:<name>`. Each worker loops: acquire (blocking), hold, release, pause, for %v per run. "+
+		"With as many workers of each kind an even split is 50 %%. A wait runs from the call to acquire to its success; "+
+		"violations are acquisitions that found another holder inside (an in-process holders counter raised after acquire and lowered before release). "+
+		"Table: median share over %d repeat(s); wait p50 the median, p99 and max the worst of the repeats.\n\n",
+		mixedExpire, int64(mixedExpire/time.Second), int64(mixedExpire/time.Second), pySignalExpireMS, r.cfg.mixedDuration, r.cfg.repeats)
+	fmt.Fprintf(b, "| configuration | Go share | Python share | Python wait p50 / p99 / max | Go wait p50 / p99 / max | waits > %v Python / Go | acquisitions/s | violations |\n|---|---:|---:|---:|---:|---:|---:|---:|\n", longWait)
+	waits := func(c *mixedCase, side func(mixedRun) mixedSide) string {
+		p50 := medianD(c.runs, func(x mixedRun) time.Duration { return side(x).p50() })
+		var p99, mx time.Duration
+		for _, x := range c.runs {
+			p99, mx = max(p99, side(x).p99()), max(mx, side(x).max())
+		}
+		return short(p50) + " / " + short(p99) + " / " + short(mx)
+	}
+	goSide := func(x mixedRun) mixedSide { return x.goSide }
+	pySide := func(x mixedRun) mixedSide { return x.pySide }
+	long := func(c *mixedCase, side func(mixedRun) mixedSide) int {
+		n := 0
+		for _, x := range c.runs {
+			n += side(x).longWaits
+		}
+		return n
+	}
+	rate := func(c *mixedCase) float64 {
+		return medianF(c.runs, func(x mixedRun) float64 { return float64(x.total()) / x.d.Seconds() })
+	}
+	var goOnly []*mixedCase
+	for _, c := range r.mixed {
+		if c.pyN == 0 {
+			goOnly = append(goOnly, c)
+			continue
+		}
+		fmt.Fprintf(b, "| %d Go + %d Python, %v hold, pause %v | %.1f %% | %.1f %% | %s | %s | %d / %d | %.0f | %d |\n",
+			c.goN, c.pyN, c.hold, c.pause,
+			medianF(c.runs, func(x mixedRun) float64 { return x.share(x.goSide) }),
+			medianF(c.runs, func(x mixedRun) float64 { return x.share(x.pySide) }),
+			waits(c, pySide), waits(c, goSide), long(c, pySide), long(c, goSide), rate(c), c.violations())
+	}
+	fmt.Fprintf(b, "\nEvery repeat (shares of all acquisitions of the run; per-worker shares likewise; \"cut short\": the longest acquire still waiting when the run ended, left out of the waits):\n\n")
+	for _, c := range r.mixed {
+		if c.pyN == 0 {
+			continue
+		}
+		for i, x := range c.runs {
+			glo, ghi := x.goSide.minMaxShare(x.total())
+			plo, phi := x.pySide.minMaxShare(x.total())
+			fmt.Fprintf(b, "- %d Go + %d Python, pause %v, repeat %d: Go **%.1f %%** / Python **%.1f %%** of %d acquisitions; "+
+				"per worker Go %.1f–%.1f %%, Python %.1f–%.1f %%; wait max Go %s, Python %s; waits > %v Go %d, Python %d; "+
+				"cut short Go %s, Python %s; commands/acquisition Go %.2f, Python %.2f; violations %d\n",
+				c.goN, c.pyN, c.pause, i+1, x.share(x.goSide), x.share(x.pySide), x.total(),
+				glo, ghi, plo, phi, short(x.goSide.max()), short(x.pySide.max()), longWait, x.goSide.longWaits, x.pySide.longWaits,
+				short(x.goSide.openWait), short(x.pySide.openWait), x.goSide.commands, x.pySide.commands, x.violations)
+		}
+	}
+	for _, c := range goOnly {
+		lo := medianF(c.runs, func(x mixedRun) float64 { l, _ := x.goSide.minMaxShare(x.total()); return l })
+		hi := medianF(c.runs, func(x mixedRun) float64 { _, h := x.goSide.minMaxShare(x.total()); return h })
+		var each []string
+		for _, x := range c.runs {
+			l, h := x.goSide.minMaxShare(x.total())
+			each = append(each, fmt.Sprintf("%.1f–%.1f %%", l, h))
+		}
+		fmt.Fprintf(b, "\nGo-only fairness, same loop: %d Go workers, %v hold, pause %v: per-worker share min–max **%.1f–%.1f %%** "+
+			"(median over repeats; an even share is %.1f %%; each repeat: %s), %.0f acquisitions/s, wait p50 / p99 / max %s, violations %d.\n",
+			c.goN, c.hold, c.pause, lo, hi, 100/float64(c.goN), strings.Join(each, ", "), rate(c), waits(c, goSide), c.violations())
+	}
 }
 
 // svg draws three horizontal bar panels: uncontended cycles/s, contended
