@@ -125,9 +125,15 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 	}
 	var err error
 	if cluster, ok := client.(*redis.ClusterClient); ok {
-		err = cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
-			return checkNode(ctx, master, master.Options().Addr)
-		})
+		// Every master, also one that serves no slot yet but imports one.
+		masters, dones, cerr := clusterMasters(ctx, cluster)
+		err = cerr
+		for i, m := range masters {
+			if err == nil {
+				err = checkNode(ctx, m, m.Options().Addr)
+			}
+			dones[i]()
+		}
 	} else if node, ok := client.(*redis.Client); ok {
 		err = checkNode(ctx, node, nodeName(ctx, node))
 	} else {

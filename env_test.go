@@ -160,4 +160,3 @@ func (h commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-

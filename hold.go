@@ -42,8 +42,10 @@ type hold struct {
 	capped  bool        // renewal stopped at maxEnd
 	until   time.Time   // the end of the last Extend; renewals keep the key at least that long
 
-	watcher  *tracker // watches the key; nil when not watched
-	watchKey string   // the key it watches
+	watcher     *tracker      // watches the key; nil when not watched
+	watchKey    string        // the key it watches
+	unwatched   bool          // unwatch was called: never watched again
+	rewatchWait time.Duration // the last pause before watching again (see rewatch)
 
 	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
 	stopCtx    context.Context    // the renewal's calls run on it; cancelled with stop

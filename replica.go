@@ -61,12 +61,13 @@ func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *
 	}
 	var r route
 	_ = retryTopology(ctx, client, func() error {
-		n, asking, err := r.node(ctx, client, keys[0])
+		n, asking, done, err := r.node(ctx, client, keys[0])
 		if err != nil {
 			cmd = redis.NewCmd(ctx)
 			cmd.SetErr(err)
 			return err
 		}
+		defer done()
 		// EVAL, not EVALSHA: a NOSCRIPT reply would come with a WAIT that
 		// blocks for nothing, the whole timeout when replicas lag.
 		pipe := n.Pipeline()

@@ -123,9 +123,28 @@ func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme
 		return nil
 	}
 	if cluster, ok := client.(*redis.ClusterClient); ok {
-		return cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
-			return walk(ctx, master)
-		})
+		// Every master, also one that serves no slot yet but imports one
+		// (ForEachMaster would skip it, and the keys moved there).
+		masters, dones, err := clusterMasters(ctx, cluster)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, done := range dones {
+				done()
+			}
+		}()
+		g := make(chan error, len(masters))
+		for _, m := range masters {
+			go func() { g <- walk(ctx, m) }()
+		}
+		var first error
+		for range masters {
+			if err := <-g; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
 	}
 	return walk(ctx, client)
 }

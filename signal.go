@@ -326,9 +326,11 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 	if l.ack.on() {
 		var err error
 		var to route // the key's master: redirects are followed by l.try below
-		if client, _, err = to.node(ctx, l.client, l.keys[0]); err != nil {
+		var done func()
+		if client, _, done, err = to.node(ctx, l.client, l.keys[0]); err != nil {
 			return waitResult{err: err}
 		}
+		defer done()
 	}
 	pipe := client.Pipeline()
 	var popCmd *redis.Cmd
@@ -361,6 +363,13 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 	r.res, r.err = l.acked(ctx, in.id, tryCmd, ackErr)
 	perr := popCmd.Err()
 	r.moving = isTopology(perr)
+	if r.moving && r.err != nil && !isReply(r.err) {
+		// The node answered the BLPOP with UNBLOCKED (it became a replica
+		// in a failover) and closed the connection: the try behind it was
+		// never run. Find the new master and try again.
+		refreshSlots(ctx, l.client)
+		r.res, r.err = l.try(ctx)
+	}
 	if isNoScript(r.err) || isTopology(r.err) {
 		// Redis's script cache was empty (a restart, SCRIPT FLUSH), or
 		// the slot is moving (MOVED, ASK, TRYAGAIN...: the try did not

@@ -177,23 +177,23 @@ type route struct {
 	asking bool
 }
 
-// node returns the client for the next attempt on key, and whether each
-// of its commands on the key must follow an ASKING.
-func (r *route) node(ctx context.Context, client redis.UniversalClient, key string) (redis.UniversalClient, bool, error) {
+// node returns the client for the next attempt on key, whether each of
+// its commands on the key must follow an ASKING, and a func to call when
+// done with the client.
+func (r *route) node(ctx context.Context, client redis.UniversalClient, key string) (redis.UniversalClient, bool, func(), error) {
 	cluster, ok := client.(*redis.ClusterClient)
 	if !ok {
-		return client, false, nil
+		return client, false, func() {}, nil
 	}
 	if r.addr != "" {
-		if n := nodeByAddr(ctx, cluster, r.addr); n != nil {
-			return n, r.asking, nil
-		}
+		n, done := nodeClient(ctx, cluster, r.addr)
+		return n, r.asking, done, nil
 	}
 	n, err := cluster.MasterForKey(ctx, key)
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
-	return n, false, nil
+	return n, false, func() {}, nil
 }
 
 // follow records where the reply err sends the next attempt.
@@ -208,10 +208,12 @@ func (r *route) follow(err error) {
 	}
 }
 
-// nodeByAddr returns the cluster's client of the node at addr, reloading
-// the slot map first (the node may be new to it); nil when the cluster
-// does not know it.
-func nodeByAddr(ctx context.Context, cluster *redis.ClusterClient, addr string) *redis.Client {
+// nodeClient returns a client of the cluster node at addr and a func to
+// call when done with it: the cluster client's own when its slot map (here
+// reloaded) has the node; else, for a node that serves no slot yet (one
+// added, and importing its first slot), a client of its own with the
+// cluster's options, closed by the func.
+func nodeClient(ctx context.Context, cluster *redis.ClusterClient, addr string) (*redis.Client, func()) {
 	var (
 		mu    sync.Mutex
 		found *redis.Client
@@ -224,7 +226,69 @@ func nodeByAddr(ctx context.Context, cluster *redis.ClusterClient, addr string) 
 		}
 		return nil
 	})
-	return found
+	if found != nil {
+		return found, func() {}
+	}
+	n := redis.NewClient(nodeOptions(cluster.Options(), addr))
+	return n, func() { n.Close() }
+}
+
+// nodeOptions returns the options of a client of the node at addr of a
+// cluster with options o, as go-redis makes them for its own nodes.
+func nodeOptions(o *redis.ClusterOptions, addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ClientName:            o.ClientName,
+		Dialer:                o.Dialer,
+		OnConnect:             o.OnConnect,
+		Username:              o.Username,
+		Password:              o.Password,
+		MaxRetries:            o.MaxRetries,
+		MinRetryBackoff:       o.MinRetryBackoff,
+		MaxRetryBackoff:       o.MaxRetryBackoff,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
+		PoolSize:              2,
+		PoolTimeout:           o.PoolTimeout,
+		TLSConfig:             o.TLSConfig,
+	}
+}
+
+// clusterMasters returns every master of the cluster, as CLUSTER NODES on
+// any node lists them (failed ones left out): unlike the slot map behind
+// ForEachMaster, it has the masters that serve no slot yet, such as a node
+// added and importing its first slot. Each comes with a func to call when
+// done with its client.
+func clusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis.Client, []func(), error) {
+	text, err := cluster.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		clients []*redis.Client
+		dones   []func()
+	)
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		flags := "," + f[2] + ","
+		if !strings.Contains(flags, ",master,") || strings.Contains(flags, ",fail,") ||
+			strings.Contains(flags, ",noaddr,") || strings.Contains(flags, ",handshake,") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		if h, _, ok := strings.Cut(addr, ","); ok { // ip:port@cport,hostname
+			addr = h
+		}
+		c, done := nodeClient(ctx, cluster, addr)
+		clients = append(clients, c)
+		dones = append(dones, done)
+	}
+	return clients, dones, nil
 }
 
 // errRing says why a Ring is refused.
@@ -236,7 +300,7 @@ var errRing = errors.New("a go-redis Ring shards keys by its own hash; use a *re
 // may go to different shards unless every key is hash-tagged), nor send
 // WAIT to the shard of the key.
 func checkClient(client redis.UniversalClient) error {
-	if _, ok := client.(*redis.Ring); ok {
+	if _, ok := client.(interface{ Options() *redis.RingOptions }); ok { // a Ring, or a type around one
 		return fmt.Errorf("%w (%w)", ErrUnsupportedClient, errRing)
 	}
 	return nil

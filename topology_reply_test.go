@@ -195,6 +195,11 @@ func TestRingIsRefused(t *testing.T) {
 	if _, err := redislock.Check(ctx, ring); !errors.Is(err, redislock.ErrUnsupportedClient) {
 		t.Fatalf("Check(ring) = %v", err)
 	}
+	// A type around a Ring is a Ring too.
+	type wrapped struct{ *redis.Ring }
+	if _, err := redislock.New(wrapped{ring}, "job"); !errors.Is(err, redislock.ErrUnsupportedClient) {
+		t.Fatalf("New(a type embedding a Ring) = %v, want ErrUnsupportedClient", err)
+	}
 	if n := m.CommandCount() - before; n != 0 {
 		t.Fatalf("%d commands sent", n)
 	}

@@ -81,6 +81,10 @@ const (
 
 	// trackerTimeout bounds each of the tracker's own commands.
 	trackerTimeout = 2 * time.Second
+
+	// handOverAfter is how many connection attempts in a row a cluster
+	// node's tracker makes before it hands its holds over (see handOver).
+	handOverAfter = 3
 )
 
 // trackers holds one tracker per (user client, node).
@@ -408,6 +412,7 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 		}
 	}()
 	var emptySince time.Time // when the last hold ended; zero while holds are watched
+	failures := 0            // connection attempts failed in a row
 	for {
 		t.mu.Lock()
 		if t.closed || (len(t.holds) == 0 && (t.retire || !emptySince.IsZero() && time.Since(emptySince) >= runLinger)) {
@@ -446,10 +451,19 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 					t.refuse(err)
 					continue // no hold is left: exits
 				}
+				if failures++; failures >= handOverAfter && t.k.addr != "" {
+					// A cluster node that stays down (a failover
+					// promoted its replica): watch the keys where
+					// they are now.
+					failures = 0
+					t.handOver()
+					continue // no hold is left: exits
+				}
 				backoff = nextBackoff(backoff)
 				t.sleep(backoff)
 				continue
 			}
+			failures = 0
 			t.mu.Lock()
 			t.conns, t.all = nc, true
 			t.mu.Unlock()
@@ -668,9 +682,13 @@ func (t *tracker) check(c *trackConns) error {
 		switch {
 		case missing:
 		case err != nil && isReply(err):
-			// MOVED after a slot migration, say: this node no longer
-			// answers for the key. Its holds fall back to renewal.
-			t.unwatchKey(key)
+			// MOVED or ASK: this node no longer answers for the key (its
+			// slot moved, or the node became a replica). Its holds are
+			// watched again where the key is now; meanwhile renewal
+			// finds a loss.
+			for _, h := range t.unwatchKey(key) {
+				h.rewatch()
+			}
 			continue
 		case err != nil:
 			failed = err
@@ -727,19 +745,76 @@ func (t *tracker) settle(key, v string, missing bool, upTo uint64) {
 }
 
 // unwatchKey stops watching key for all its holds.
-func (t *tracker) unwatchKey(key string) {
+func (t *tracker) unwatchKey(key string) []*hold {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var hs []*hold
 	for h := range t.holds[key] {
 		h.clearWatch()
+		hs = append(hs, h)
 	}
 	delete(t.holds, key)
+	return hs
+}
+
+// handOver stops watching every key and has their holds watched again,
+// each on its key's node as the slot map says then (see rewatch): a
+// cluster node that stays unreachable (a dead master, replaced by its
+// replica) must not keep them.
+func (t *tracker) handOver() {
+	t.mu.Lock()
+	var hs []*hold
+	for key, holds := range t.holds {
+		for h := range holds {
+			h.clearWatch()
+			hs = append(hs, h)
+		}
+		delete(t.holds, key)
+	}
+	clear(t.dirty)
+	t.mu.Unlock()
+	for _, h := range hs {
+		h.rewatch()
+	}
+}
+
+// Pauses before a hold is watched again after its key moved (see
+// rewatch): doubling while the key is still elsewhere (a slot that
+// migrates answers ASK until the migration ends).
+const (
+	minRewatch = 50 * time.Millisecond
+	maxRewatch = time.Second
+)
+
+// rewatch has h watched again after a pause, on the node that serves its
+// key then (the slot map reloaded first). It does nothing once the hold
+// ended or was unwatched for good (a Release under way).
+func (h *hold) rewatch() {
+	h.mu.Lock()
+	h.rewatchWait = min(max(h.rewatchWait*2, minRewatch), maxRewatch)
+	d := h.rewatchWait
+	h.mu.Unlock()
+	go func() {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-h.done:
+			return
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+		defer cancel()
+		if c, ok := h.client.(*redis.ClusterClient); ok {
+			_ = c.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }) // reloads the slot map
+		}
+		watchHold(ctx, h.client, h.lockKey[0], h)
+	}()
 }
 
 // receive is the receiver goroutine: it marks the keys Redis invalidates.
 func (t *tracker) receive(c *trackConns, done chan struct{}) {
 	defer close(done)
-	timeouts := 0
+	timeouts, errs := 0, 0 // in a row
 	var backoff time.Duration
 	for !c.stopping.Load() {
 		msg, err := c.ps.ReceiveTimeout(context.Background(), idlePing)
@@ -759,9 +834,12 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 				cancel()
 				continue
 			}
-			if c.broken.Load() {
+			if errs++; c.broken.Load() || errs >= 3 {
 				// The connection was lost and go-redis's own new one
-				// refused (see connectTracking): run makes a new pair.
+				// refused (see connectTracking), or could not be made
+				// (the node is down): run makes a new pair, or hands
+				// the holds over.
+				c.broken.Store(true)
 				t.poke()
 				return
 			}
@@ -773,7 +851,7 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 			time.Sleep(backoff)
 			continue
 		}
-		timeouts, backoff = 0, 0
+		timeouts, errs, backoff = 0, 0, 0
 		switch m := msg.(type) {
 		case *redis.Message:
 			if m.Channel != invalidateChannel {
@@ -967,7 +1045,7 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 // meanwhile is taken out again.
 func (h *hold) setWatch(t *tracker, key string) {
 	h.mu.Lock()
-	ended := h.err != nil
+	ended := h.err != nil || h.unwatched
 	if !ended {
 		h.watcher, h.watchKey = t, key
 	}
@@ -990,7 +1068,7 @@ func (h *hold) clearWatch() {
 func (h *hold) unwatch() {
 	h.mu.Lock()
 	t, key := h.watcher, h.watchKey
-	h.watcher = nil
+	h.watcher, h.unwatched = nil, true
 	h.mu.Unlock()
 	if t != nil {
 		t.remove(key, h)

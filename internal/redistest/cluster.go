@@ -803,3 +803,88 @@ func linksJemalloc(bin string) bool {
 	}
 	return false
 }
+
+// AddMaster starts a new cluster node that serves no slot (as an operator
+// adds one before resharding onto it), has every running node meet it,
+// waits until all know it, and adds it to c.Masters.
+func (c *Cluster) AddMaster(t testing.TB) *Server {
+	t.Helper()
+	s := launch(t, clusterNodeArgs(clusterDirectives))
+	host, port, _ := net.SplitHostPort(s.Addr)
+	text, err := callCmd(s.Addr, time.Second, "CLUSTER", "NODES").Text()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	bus := ""
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "myself") {
+			f := strings.Fields(line)[1]
+			_, after, _ := strings.Cut(f, "@")
+			bus, _, _ = strings.Cut(after, ",")
+		}
+	}
+	for _, n := range c.all() {
+		if n.running() {
+			if _, err := call(n.Addr, time.Second, "CLUSTER", "MEET", host, port, bus); err != nil {
+				t.Fatalf("redistest: CLUSTER MEET: %v", err)
+			}
+		}
+	}
+	poll(t, 20*time.Second, "all know the new node", func() error {
+		id, err := c.idOf(s)
+		if err != nil {
+			return err
+		}
+		for _, n := range c.all() {
+			if !n.running() {
+				continue
+			}
+			nodes, err := clusterNodesOf(n.Addr)
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, x := range nodes {
+				if x.id == id && !x.has("handshake") {
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s does not know %s", n.Addr, s.Addr)
+			}
+		}
+		return nil
+	})
+	poll(t, 20*time.Second, "new node ok", func() error {
+		if st := infoOf(s.Addr, "CLUSTER", "INFO", "cluster_state"); st != "ok" {
+			return fmt.Errorf("state %q", st)
+		}
+		return nil
+	})
+	c.mu.Lock()
+	c.nodes = append(c.nodes, s)
+	c.mu.Unlock()
+	c.Masters = append(c.Masters, s)
+	return s
+}
+
+// AddReplica starts a new cluster node as AddMaster does and makes it a
+// replica of master, waiting until master counts it for WAIT; it is added
+// to c.Replicas.
+func (c *Cluster) AddReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	s := c.AddMaster(t)
+	c.Masters = c.Masters[:len(c.Masters)-1]
+	mid, _ := c.idOf(master)
+	if _, err := call(s.Addr, time.Second, "CLUSTER", "REPLICATE", mid); err != nil {
+		t.Fatalf("redistest: CLUSTER REPLICATE: %v", err)
+	}
+	poll(t, 20*time.Second, "replica link up", func() error {
+		if st := infoField(s.Addr, "replication", "master_link_status"); st != "up" {
+			return fmt.Errorf("link %q", st)
+		}
+		return acked(master.Addr, "{x}ready-"+s.Addr, 1)
+	})
+	c.Replicas = append(c.Replicas, s)
+	return s
+}
