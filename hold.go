@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -133,10 +134,25 @@ func (h *hold) Err() error {
 }
 
 // expireLocally runs when the local validity deadline passes: unless a
-// renewal moved the deadline meanwhile, the hold is lost.
+// renewal moved the deadline meanwhile, the hold is lost, once the key has
+// been read (see verify).
 func (h *hold) expireLocally() {
 	h.mu.Lock()
-	if h.expireLocallyLocked() {
+	if h.err != nil || time.Now().Before(h.lossAt()) {
+		h.mu.Unlock()
+		return
+	}
+	check := h.margin > 0 && !h.capped
+	h.mu.Unlock()
+	var reason error
+	if check {
+		var goOn bool
+		if goOn, reason = h.verify(); goOn {
+			return
+		}
+	}
+	h.mu.Lock()
+	if h.expireLocallyLocked(reason) {
 		h.mu.Unlock()
 		h.unwatch()
 		return
@@ -144,12 +160,14 @@ func (h *hold) expireLocally() {
 	h.mu.Unlock()
 }
 
-func (h *hold) expireLocallyLocked() bool {
+// expireLocallyLocked ends the hold as lost, with reason, or the reason
+// its state gives when nil, unless the deadline moved or it ended.
+func (h *hold) expireLocallyLocked(reason error) bool {
 	if h.err != nil || time.Now().Before(h.lossAt()) {
 		return false
 	}
-	var reason error
 	switch {
+	case reason != nil:
 	case h.capped:
 		reason = ErrMaxHold
 	case h.lastErr != nil:
@@ -160,6 +178,53 @@ func (h *hold) expireLocallyLocked() bool {
 		reason = ErrExpired
 	}
 	return h.endLocked(lost(reason))
+}
+
+// verify reads the key once, when the local deadline passes, before the
+// hold counts as lost: another process that shares the id may have
+// extended it (a python-redis-lock extend() under the same id, say). When
+// the key still holds our id with more than the safety margin left, the
+// hold goes on, its deadline moved to what the key has left, counted from
+// when the read was sent. The read may take no longer than the margin
+// (until then the key cannot have expired); no answer in time means lost,
+// as without the read. reason is the loss the read showed, if any: the
+// key gone, or holding another id.
+func (h *hold) verify() (goOn bool, reason error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.margin)
+	defer cancel()
+	key := h.lockKey[0]
+	sent := time.Now()
+	var (
+		get  *redis.StringCmd
+		pttl *redis.DurationCmd
+	)
+	_, err := h.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, pttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	})
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, ErrExpired
+	case err != nil:
+		return false, nil
+	case get.Val() != h.id:
+		return false, ErrTakenOver
+	}
+	left := pttl.Val()
+	if left <= 0 { // no expire (PERSIST), or gone since the GET
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	expires := sent.Add(left)
+	if h.err != nil || h.timer == nil || !time.Now().Before(expires.Add(-h.margin)) {
+		return false, nil
+	}
+	if expires.After(h.expires) {
+		h.expires = expires
+	}
+	h.timer.Reset(time.Until(h.lossAt()))
+	return true, nil
 }
 
 // extendedBy records a successful Extend of d sent at sent: renewals keep
