@@ -300,7 +300,10 @@ func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 //     (WithSafetyMargin), ran out on the local clock, counted from when the
 //     acquire or last renewal was sent: the margin before the key can
 //     expire; without auto-renewal, likewise when the expire less the
-//     margin runs out.
+//     margin runs out. At that moment the key is read once, taking no
+//     longer than the margin: when it still holds this Lock's id with more
+//     than the margin left (another process that shares the id extended
+//     it), the hold goes on until then instead.
 //
 // A lock without expire and without a watch is only ended by Release.
 func (l *Lock) Done() <-chan struct{} {

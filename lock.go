@@ -208,8 +208,10 @@ func (l *Lock) Acquire(ctx context.Context) error {
 }
 
 // TryAcquire takes the lock if it is free, in one round trip, without
-// waiting. It returns ErrLocked when another owner holds it; its other
-// errors are Acquire's.
+// waiting. It returns ErrLocked when another owner holds it, and also for
+// the moment (100 ms at most) after a release that woke a waiter, which
+// has its turn until it takes the lock (see the README's Mixed fleets);
+// its other errors are Acquire's.
 func (l *Lock) TryAcquire(ctx context.Context) error {
 	_, err := l.run(ctx, false)
 	return err

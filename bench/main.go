@@ -33,6 +33,7 @@ type config struct {
 	trackRenewals int
 	// The mixed-fleet workload (mixed.go): length of each run.
 	mixedDuration time.Duration
+	onlyMixed     bool // run the mixed-fleet workload alone, print it, write nothing
 	out           string
 	chart         string
 }
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&cfg.repeats, "repeats", 3, "repeats of each workload; medians are reported")
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
 	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
+	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
@@ -69,6 +71,18 @@ func run(cfg config) error {
 	rep := &report{cfg: cfg, started: time.Now(), redisVersion: srv.version}
 
 	log.Printf("redis-server %s on %s; %d repeats", srv.version, srv.addr, cfg.repeats)
+	if cfg.onlyMixed {
+		cases, err := runMixed(ctx, srv.addr, cfg)
+		if err != nil {
+			return err
+		}
+		for _, c := range cases {
+			if v := c.violations(); v != 0 {
+				return fmt.Errorf("mixed %d Go + %d Python, pause %v: %d violations", c.goN, c.pyN, c.pause, v)
+			}
+		}
+		return nil
+	}
 	for i := 0; i < cfg.repeats; i++ {
 		rep.ping = append(rep.ping, pingBaseline(ctx, srv.addr, 2000))
 		rep.raw = append(rep.raw, rawBaseline(ctx, srv.addr, cfg.duration))
