@@ -46,6 +46,7 @@ type hold struct {
 	watcher     *tracker      // watches the key; nil when not watched
 	watchKey    string        // the key it watches
 	unwatched   bool          // unwatch was called: never watched again
+	checked     time.Time     // the expires the key was last read for (see verify)
 	rewatchWait time.Duration // the last pause before watching again (see rewatch)
 
 	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
@@ -77,7 +78,7 @@ func newHold(l *Lock, sent time.Time, id string) *hold {
 	if h.expire > 0 {
 		h.mu.Lock() // the timer's func may run before the assignment returns
 		h.expires = sent.Add(h.expire)
-		h.timer = time.AfterFunc(time.Until(h.lossAt()), h.expireLocally)
+		h.timer = time.AfterFunc(time.Until(h.checkAt()), h.expireLocally)
 		h.mu.Unlock()
 	}
 	return h
@@ -133,25 +134,40 @@ func (h *hold) Err() error {
 	return h.err
 }
 
-// expireLocally runs when the local validity deadline passes: unless a
-// renewal moved the deadline meanwhile, the hold is lost, once the key has
-// been read (see verify).
+// expireLocally runs shortly before the local validity deadline (at
+// checkAt) and again at it: unless a renewal or an Extend moved it
+// meanwhile, the hold is lost at the deadline, after the key was read once
+// before it (see verify).
 func (h *hold) expireLocally() {
 	h.mu.Lock()
-	if h.err != nil || time.Now().Before(h.lossAt()) {
+	if h.err != nil {
 		h.mu.Unlock()
 		return
 	}
-	check := h.margin > 0 && !h.capped
+	if now := time.Now(); now.Before(h.checkAt()) {
+		h.timer.Reset(h.checkAt().Sub(now)) // moved meanwhile
+		h.mu.Unlock()
+		return
+	}
+	loss := h.lossAt()
+	check := h.checkAt().Before(loss) && !h.capped && h.lastErr == nil && !h.sending && !h.checked.Equal(h.expires)
+	if check {
+		h.checked = h.expires // one read per deadline
+	}
 	h.mu.Unlock()
 	var reason error
 	if check {
 		var goOn bool
-		if goOn, reason = h.verify(); goOn {
+		if goOn, reason = h.verify(loss); goOn {
 			return
 		}
 	}
 	h.mu.Lock()
+	if now := time.Now(); reason == nil && h.err == nil && now.Before(h.lossAt()) {
+		h.timer.Reset(h.lossAt().Sub(now)) // the deadline itself
+		h.mu.Unlock()
+		return
+	}
 	if h.expireLocallyLocked(reason) {
 		h.mu.Unlock()
 		h.unwatch()
@@ -161,9 +177,10 @@ func (h *hold) expireLocally() {
 }
 
 // expireLocallyLocked ends the hold as lost, with reason, or the reason
-// its state gives when nil, unless the deadline moved or it ended.
+// its state gives when nil, unless it ended already or (without a reason)
+// the deadline moved.
 func (h *hold) expireLocallyLocked(reason error) bool {
-	if h.err != nil || time.Now().Before(h.lossAt()) {
+	if h.err != nil || (reason == nil && time.Now().Before(h.lossAt())) {
 		return false
 	}
 	switch {
@@ -180,50 +197,89 @@ func (h *hold) expireLocallyLocked(reason error) bool {
 	return h.endLocked(lost(reason))
 }
 
-// verify reads the key once, when the local deadline passes, before the
-// hold counts as lost: another process that shares the id may have
-// extended it (a python-redis-lock extend() under the same id, say). When
-// the key still holds our id with more than the safety margin left, the
-// hold goes on, its deadline moved to what the key has left, counted from
-// when the read was sent. The read may take no longer than the margin
-// (until then the key cannot have expired); no answer in time means lost,
-// as without the read. reason is the loss the read showed, if any: the
-// key gone, or holding another id.
-func (h *hold) verify() (goOn bool, reason error) {
-	ctx, cancel := context.WithTimeout(context.Background(), h.margin)
-	defer cancel()
-	key := h.lockKey[0]
-	sent := time.Now()
-	var (
-		get  *redis.StringCmd
-		pttl *redis.DurationCmd
-	)
-	_, err := h.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get, pttl = p.Get(ctx, key), p.PTTL(ctx, key)
-		return nil
-	})
-	switch {
-	case errors.Is(err, redis.Nil):
-		return false, ErrExpired
-	case err != nil:
+// checkLead is how long before the local deadline the key is read (see
+// verify): half the safety margin, at most 50 ms. With no margin there is
+// no read.
+func (h *hold) checkLead() time.Duration { return min(h.margin/2, 50*time.Millisecond) }
+
+// checkAt is when the key is read before the local deadline.
+func (h *hold) checkAt() time.Time { return h.lossAt().Add(-h.checkLead()) }
+
+// verify reads the key once, shortly before the local deadline, when no
+// renewal has failed: another process that shares the id may have extended
+// it (a python-redis-lock extend() under the same id, say). When the key
+// still holds our id with more than the safety margin left, the hold goes
+// on, its deadline moved to what the key has left, counted from when the
+// read was sent. An answer that has not come by the deadline (loss) counts
+// for nothing, whatever the client's options (go-redis without
+// ContextTimeoutEnabled does not end a read at its context's deadline): the
+// hold is then lost at the deadline, as without the read. The read runs
+// while no Extend or renewal of the hold is in flight (it takes their
+// slot), so that it never raises the deadline past what a later one set;
+// with one in flight there is no read. reason is the loss the read showed,
+// if any: the key gone, or holding another id.
+//
+// With an id that other Locks share (WithID), a key that one of them took
+// again after this hold's key was gone counts as ours: the id is all the
+// key says.
+func (h *hold) verify(loss time.Time) (goOn bool, reason error) {
+	select {
+	case h.extending <- struct{}{}:
+	default:
 		return false, nil
-	case get.Val() != h.id:
-		return false, ErrTakenOver
 	}
-	left := pttl.Val()
-	if left <= 0 { // no expire (PERSIST), or gone since the GET
+	type answer struct {
+		sent time.Time
+		v    string
+		left time.Duration
+		err  error
+	}
+	ch := make(chan answer, 1)
+	ctx, cancel := context.WithDeadline(context.Background(), loss)
+	go func() {
+		defer cancel()
+		defer func() { <-h.extending }() // after the read: a late reply must not race a later extend
+		key, sent := h.lockKey[0], time.Now()
+		var (
+			get  *redis.StringCmd
+			pttl *redis.DurationCmd
+		)
+		_, err := h.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			get, pttl = p.Get(ctx, key), p.PTTL(ctx, key)
+			return nil
+		})
+		a := answer{sent: sent, err: err}
+		if err == nil {
+			a.v, a.left = get.Val(), pttl.Val()
+		}
+		ch <- a
+	}()
+	timer := time.NewTimer(time.Until(loss))
+	defer timer.Stop()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-timer.C:
+		return false, nil // too late: the hold is lost at its deadline
+	}
+	switch {
+	case errors.Is(a.err, redis.Nil):
+		return false, ErrExpired
+	case a.err != nil:
+		return false, nil
+	case a.v != h.id:
+		return false, ErrTakenOver
+	case a.left <= 0: // no expire (PERSIST), or gone since the GET
 		return false, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	expires := sent.Add(left)
-	if h.err != nil || h.timer == nil || !time.Now().Before(expires.Add(-h.margin)) {
+	expires := a.sent.Add(a.left)
+	if h.err != nil || h.timer == nil || !time.Now().Before(expires.Add(-h.margin)) || !expires.After(h.expires) {
 		return false, nil
 	}
-	if expires.After(h.expires) {
-		h.expires = expires
-	}
-	h.timer.Reset(time.Until(h.lossAt()))
+	h.expires = expires
+	h.timer.Reset(time.Until(h.checkAt()))
 	return true, nil
 }
 
@@ -255,7 +311,7 @@ func (h *hold) extended(sent time.Time, d time.Duration) {
 		return
 	}
 	h.expires = sent.Add(d.Truncate(time.Millisecond)) // what Redis counts
-	h.timer.Reset(time.Until(h.lossAt()))
+	h.timer.Reset(time.Until(h.checkAt()))
 }
 
 // expectBegin and expectEnd bracket an extend of h's key, which the
@@ -300,10 +356,11 @@ func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 //     (WithSafetyMargin), ran out on the local clock, counted from when the
 //     acquire or last renewal was sent: the margin before the key can
 //     expire; without auto-renewal, likewise when the expire less the
-//     margin runs out. At that moment the key is read once, taking no
-//     longer than the margin: when it still holds this Lock's id with more
-//     than the margin left (another process that shares the id extended
-//     it), the hold goes on until then instead.
+//     margin runs out. Shortly before (half the margin, at most 50 ms),
+//     when no renewal has failed, the key is read once: when it still
+//     holds this Lock's id with more than the margin left (another process
+//     that shares the id extended it), the hold goes on until then
+//     instead. An answer not in by the deadline counts for nothing.
 //
 // A lock without expire and without a watch is only ended by Release.
 func (l *Lock) Done() <-chan struct{} {

@@ -43,6 +43,7 @@ type Lock struct {
 	expire         time.Duration // 0: never expires
 	expireMS       string        // ARGV form of the expire; "0" for none
 	signalExpireMS string        // ARGV form of the signal expire
+	turnMS         string        // ARGV form of the turn (see turnFor)
 	autoRenewal    bool
 	tracking       bool          // watch held keys (WithTracking)
 	margin         time.Duration // WithSafetyMargin, or its default
@@ -120,6 +121,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		expire:         c.expire.Truncate(time.Millisecond), // what Redis counts
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
+		turnMS:         turnFor(c.signalExpire),
 		autoRenewal:    c.autoRenewal,
 		tracking:       !c.noTracking,
 		margin:         c.margin,
@@ -433,12 +435,12 @@ func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, u
 	var r topoRetry
 	for {
 		sha := &countedArg{s: own}
-		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, turnMS).Int64()
+		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
 		final := sha
 		if isNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.
 			final = &countedArg{s: own}
-			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, turnMS).Int64()
+			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
 		}
 		retried = final.sends.Load() > 1
 		unanswered = unanswered || retried || sha.sends.Load() > 1

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -392,5 +394,104 @@ func TestAbandonedTurnEnds(t *testing.T) {
 	t.Logf("acquired %v after the abandoned turn began", time.Since(start))
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("acquired %v after an abandoned turn, want about 100 ms", took)
+	}
+}
+
+// The read at the local deadline never eats the safety margin: it starts
+// shortly before the deadline, and an answer that has not come by then
+// counts for nothing, with or without ContextTimeoutEnabled (go-redis
+// otherwise ends a read only at its read timeout). Under a partition the
+// hold ends at the deadline, the margin before the key can expire, and
+// before anyone else can take the key. (Found by review: with a default
+// client the read kept the hold open 2.8 s past the key.)
+func TestDeadlineReadKeepsTheMargin(t *testing.T) {
+	for _, cte := range []bool{true, false} {
+		for _, renew := range []bool{true, false} {
+			t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v/renewal=%v", cte, renew), func(t *testing.T) {
+				s := redistest.Start(t)
+				p := proxyTo(t, s)
+				c := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = cte })
+				ctx := ctxT(t)
+				opts := []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(200 * time.Millisecond)}
+				if renew {
+					opts = append(opts, redislock.WithAutoRenewal())
+				}
+				l := mustNew(t, c, "job", opts...)
+				start := time.Now()
+				mustAcquire(t, ctx, l)
+				p.Blackhole(true)
+				defer p.Blackhole(false)
+				took := doneWithin(t, l, 5*time.Second).Sub(start)
+				t.Logf("partitioned at once: Done at %v (deadline 800 ms; the key expires at 1 s)", took)
+				if took > 900*time.Millisecond {
+					t.Fatalf("Done at %v: the read at the deadline ate the safety margin", took)
+				}
+			})
+		}
+	}
+}
+
+// The read at the local deadline and an Extend of the hold do not cross:
+// an Extend sent while the read is in flight waits for it, so the read's
+// answer (here: Python extended the key to 10 s) cannot move the deadline
+// past what the later Extend set (1 s).
+func TestDeadlineReadOrderedWithExtend(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client()
+	sent, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		err := next(ctx, cmds)
+		if len(cmds) == 2 && cmds[0].Name() == "get" && cmds[1].Name() == "pttl" {
+			once.Do(func() { close(sent); <-release }) // the read's reply, held back
+		}
+		return err
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Second), redislock.WithSafetyMargin(200*time.Millisecond),
+		redislock.WithID("shared"), redislock.WithTracking(false))
+	mustAcquire(t, ctx, l)
+	if n := (pyLock{c: s.Client(), name: "job", id: "shared"}).extend(ctx, 10); n != 0 {
+		t.Fatalf("Python extend() = %d", n)
+	}
+	<-sent // the read, 50 ms before the deadline
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx, time.Second) }()
+	time.Sleep(20 * time.Millisecond) // the Extend is sent, or waits for the read
+	close(release)
+	if err := <-extended; err != nil {
+		t.Fatalf("Extend() = %v", err)
+	}
+	for s.Client().Exists(ctx, l.Key()).Val() != 0 { // the key lives the Extend's 1 s
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("the key is gone and the hold's Done is still open: the read's late answer moved the deadline past the later Extend")
+	}
+}
+
+// A signal expire below the turn's 100 ms shortens the turn to it: a turn
+// never outlives the signal of its release, or a free lock that no one
+// waits for would read as a woken waiter's turn. (Found by review: with a
+// 20 ms signal expire, TryAcquire of a free lock returned ErrLocked.)
+func TestShortSignalExpireNoFalseTurn(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSignalExpire(20*time.Millisecond))
+	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSignalExpire(20*time.Millisecond))
+	for range 5 {
+		mustAcquire(t, ctx, a)
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Millisecond) // the signal expired, no one took it
+		if err := b.TryAcquire(ctx); err != nil {
+			t.Fatalf("TryAcquire() of a free lock no one waits for = %v", err)
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -72,6 +72,9 @@ func WithExpire(d time.Duration) Option {
 // own and takes it; with a given id it cannot tell its own lost acquire
 // from another Lock's hold, returns ErrAlreadyAcquired, and the key stays
 // held under that id until it expires or one of its Locks releases it.
+// Likewise, the read of the key shortly before a hold's local deadline
+// (see Lock.Done) counts a key that holds the id as this hold's, extended
+// by another Lock or process with the id (python-redis-lock's extend()).
 func WithID(id string) Option {
 	return func(c *config) { c.id, c.idGiven = id, true }
 }
@@ -79,7 +82,8 @@ func WithID(id string) Option {
 // WithSignalExpire sets how long the wake-up signal pushed by a release
 // stays in Redis when no waiter takes it (Python's signal_expire). The
 // default is DefaultSignalExpire (1 s). A value below 1ms makes New return
-// ErrInvalidSignalExpire.
+// ErrInvalidSignalExpire. The woken waiter's turn (see the README's Mixed
+// fleets) is 100 ms, or the signal expire when that is shorter.
 func WithSignalExpire(d time.Duration) Option {
 	return func(c *config) { c.signalExpire = d }
 }

@@ -18,7 +18,7 @@ const scanCount = 1000
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
 	err := retryTopology(ctx, l.client, func() error {
-		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, turnMS).Err()
+		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Err()
 	})
 	if err != nil {
 		return l.wrap(fmt.Errorf("reset: %w", err))
@@ -46,6 +46,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 	// A lock reset twice (see eachLockKey) counts once: the second run
 	// finds no key.
 	signalExpireMS := strconv.FormatInt(c.signalExpire.Milliseconds(), 10)
+	turnMS := turnFor(c.signalExpire)
 	var (
 		mu    sync.Mutex
 		total int

@@ -429,9 +429,9 @@ func (l *Lock) giveBackNow(ctx context.Context) {
 	defer cancel()
 	id := l.ID()
 	sha, eval := &countedArg{s: id}, &countedArg{s: id}
-	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), turnMS).Err()
+	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	if isNoScript(err) { // not cached: EVAL caches it
-		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), turnMS).Err()
+		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
 	if l.autoID && (retried || (err != nil && !isReply(err))) {
@@ -459,10 +459,15 @@ func formatSeconds(d time.Duration) string {
 	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
 }
 
-// turnMS is how long a release (or a reset, or a giveback that pushes the
-// signal back) gives the waiter it woke to take the lock before acquires
-// of this library that were not woken may (see lua/release.lua): a
-// python-redis-lock waiter takes it in its second round trip after the
-// BLPOP, well within this. A woken waiter that died meanwhile holds up
-// the others this long.
-const turnMS = "100"
+// turnFor is how long a release (or a reset, or a giveback that pushes
+// the signal back) gives the waiter it woke to take the lock before
+// acquires of this library that were not woken may (see lua/release.lua),
+// in the scripts' milliseconds: 100 ms, within which a python-redis-lock
+// waiter takes it in its second round trip after the BLPOP; never longer
+// than the signal expire, since a turn must not outlive the signal it
+// comes with (an acquire reads a turn key without a signal list as a
+// signal popped by a waiter). A woken waiter that died meanwhile holds up
+// the others about that long.
+func turnFor(signalExpire time.Duration) string {
+	return strconv.FormatInt(min(100*time.Millisecond, signalExpire).Milliseconds(), 10)
+}
