@@ -46,9 +46,10 @@ func (r *blpopRecorder) record(cmds []redis.Cmder) {
 // A waiter never sends a BLPOP timeout that Redis before 7.0.8 reads as 0,
 // "block forever" (redis#11687: "0.001" did): not when the holder's key
 // has 1 ms left, nor when the caller's context is about to end. miniredis
-// keeps the key's PTTL at 1 ms, so every slice is the shortest one.
+// keeps the key's PTTL at 1 ms (its TTLs frozen), so every slice is the
+// shortest one.
 func TestShortestSliceIsSafeOnOldServers(t *testing.T) {
-	b := miniBackend(t)
+	b := frozenMiniBackend(t)
 	admin := b.client()
 	c := b.client()
 	rec := &blpopRecorder{}

@@ -31,8 +31,37 @@ func realBackend(t *testing.T) *backend {
 	return &backend{name: "redis-server", client: func() *redis.Client { return s.Client() }}
 }
 
-// miniBackend starts a miniredis for t.
+// miniBackend starts a miniredis for t. Its TTLs run on the wall clock,
+// as a real server's do: miniredis itself only moves them on FastForward,
+// and a hold reads its key before its local deadline (a key whose TTL never
+// runs out would keep it alive for ever).
 func miniBackend(t *testing.T) *backend {
+	t.Helper()
+	b := frozenMiniBackend(t)
+	m := b.mini
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-stopped })
+	return b
+}
+
+// frozenMiniBackend starts a miniredis for t whose TTLs stand still unless
+// the test moves them (FastForward).
+func frozenMiniBackend(t *testing.T) *backend {
 	t.Helper()
 	m := miniredis.RunT(t)
 	return &backend{name: "miniredis", mini: m, client: func() *redis.Client {
