@@ -255,19 +255,32 @@ func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
 	cl := redistest.StartClusterWithReplicas(t, 3, 2)
 	ctx := ctxT(t)
 	const expire = 8 * time.Second
-	cc := cl.Client(t)
-	l := mustNew(t, cc, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
-		redislock.WithReplicaAck(1, 500*time.Millisecond))
-	mustAcquire(t, ctx, l)
+	// Two holds in the slot, each on a cluster client of its own: one
+	// watched by a tracker, one not (without tracking only the renewal's
+	// own slot-map reload finds the new master; a tracker's hand-over
+	// reloads its client's map too).
+	type held struct {
+		cc *redis.ClusterClient
+		l  *redislock.Lock
+	}
+	var holds []held
+	for _, tracking := range []bool{false, true} {
+		cc := cl.Client(t)
+		l := mustNew(t, cc, "job", redislock.WithKeyPrefix(fmt.Sprintf("tracking-%v:", tracking)),
+			redislock.WithExpire(expire), redislock.WithAutoRenewal(),
+			redislock.WithReplicaAck(1, 500*time.Millisecond), redislock.WithTracking(tracking))
+		mustAcquire(t, ctx, l)
+		holds = append(holds, held{cc, l})
+	}
 	master := cl.MasterOf(t, slotOf("job"))
 	// Kill the master right after a renewal, so that the whole expire is
 	// left for the failover (2 to 3 s here) and the renewals after it.
-	renewedOn := func(s *redistest.Server, within time.Duration) bool {
+	renewedOn := func(s *redistest.Server, key string, within time.Duration) bool {
 		c := s.Client()
 		defer c.Close()
-		last := c.PTTL(ctx, l.Key()).Val()
+		last := c.PTTL(ctx, key).Val()
 		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			ttl := c.PTTL(ctx, l.Key()).Val()
+			ttl := c.PTTL(ctx, key).Val()
 			if ttl > last {
 				return true
 			}
@@ -275,40 +288,45 @@ func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
 		}
 		return false
 	}
-	if !renewedOn(master, expire) {
+	if !renewedOn(master, holds[0].l.Key(), expire) {
 		t.Fatal("no renewal on the master")
 	}
 	killed := time.Now()
-	// Other traffic on the client during the failover has it reload its
-	// slot map while the dead master still serves the slot: go-redis then
-	// keeps that map for 10 s, past the hold's deadline, unless the
-	// renewal's connection error has it reload again.
+	// Other traffic on the clients during the failover has them reload
+	// their slot maps while the dead master still serves the slot:
+	// go-redis then keeps that map for 10 s, past the holds' deadline,
+	// unless the renewal's connection error has it reload again.
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)
 		time.Sleep(300 * time.Millisecond)
-		cc.ReloadState(ctx)
+		for _, h := range holds {
+			h.cc.ReloadState(ctx)
+		}
 	}()
 	promoted := cl.KillMaster(t, master)
 	<-reloaded
 	t.Logf("master killed -> replica %s promoted: %v", promoted.Addr, time.Since(killed))
-	if !renewedOn(promoted, expire) {
-		t.Fatalf("no renewal on the promoted master within %v (hold: %v)", expire, l.Err())
-	}
-	t.Logf("master killed -> first renewal on the promoted master: %v", time.Since(killed))
-	select {
-	case <-l.Done():
-		t.Fatalf("the hold was lost in the failover, though its key survived: %v", l.Err())
-	default:
-	}
-	if owner := promoted.Client().Get(ctx, l.Key()).Val(); owner != l.ID() {
-		t.Fatalf("the promoted master holds %q, want %q", owner, l.ID())
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release() after the failover = %v", err)
-	}
-	if n := promoted.Client().Exists(ctx, l.Key()).Val(); n != 0 {
-		t.Fatal("the key is still on the promoted master")
+	for _, h := range holds {
+		l := h.l
+		if !renewedOn(promoted, l.Key(), expire) {
+			t.Fatalf("%s: no renewal on the promoted master within %v (hold: %v)", l.Key(), expire, l.Err())
+		}
+		t.Logf("%s: master killed -> a renewal on the promoted master: %v", l.Key(), time.Since(killed))
+		select {
+		case <-l.Done():
+			t.Fatalf("%s: the hold was lost in the failover, though its key survived: %v", l.Key(), l.Err())
+		default:
+		}
+		if owner := promoted.Client().Get(ctx, l.Key()).Val(); owner != l.ID() {
+			t.Fatalf("the promoted master holds %q, want %q", owner, l.ID())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release() after the failover = %v", err)
+		}
+		if n := promoted.Client().Exists(ctx, l.Key()).Val(); n != 0 {
+			t.Fatal("the key is still on the promoted master")
+		}
 	}
 }
 
