@@ -15,3 +15,16 @@ func SetTopologyPatience(t interface{ Cleanup(func()) }, d time.Duration) {
 	topologyPatience = d
 	t.Cleanup(func() { topologyPatience = old })
 }
+
+// LocalDeadline returns the local validity deadline of l's current hold
+// (zero without one, or for a key without expire), and whether the hold
+// has ended.
+func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
+	h := l.current()
+	if h == nil {
+		return time.Time{}, true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.expires, h.err != nil
+}

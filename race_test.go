@@ -91,14 +91,22 @@ func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
 		}
 		start := time.Now()
 		mustAcquire(t, ctx, l)
+		acquired := time.Now()
 		close(release)
 		if err := <-extended; err != nil {
 			t.Fatalf("Extend() = %v", err)
 		}
+		// Sent after start and before acquired: the deadline is 1 s after.
+		if d, _ := redislock.LocalDeadline(l); d.After(acquired.Add(time.Second)) {
+			t.Fatalf("the new hold's local deadline is %v after its 1 s acquire: the old hold's Extend moved it", d.Sub(start))
+		}
 		select {
 		case <-l.Done():
 		case <-time.After(4*time.Second - time.Since(start)): // 1 s, and slack for a loaded machine; the bug is 10 s
-			t.Fatalf("the new hold's Done still open %v after its 1 s acquire: the old hold's Extend moved its deadline", time.Since(start))
+			admin := b.client()
+			d, ended := redislock.LocalDeadline(l)
+			t.Fatalf("the new hold's Done still open %v after its 1 s acquire: the old hold's Extend moved its deadline (key %q, PTTL %v, id %q, Err %v, local deadline %v after the acquire, ended %v)",
+				time.Since(start), admin.Get(ctx, l.Key()).Val(), admin.PTTL(ctx, l.Key()).Val(), l.ID(), l.Err(), d.Sub(start), ended)
 		}
 	})
 }
