@@ -17,8 +17,11 @@ import (
 // Release can be collected (its cleanup then stops the renewal).
 type hold struct {
 	client  redis.UniversalClient
+	name    string   // the lock's name, for events
 	lockKey []string // KEYS of the extend script
 	id      string
+	start   time.Time     // when its acquire was sent
+	ev      *events       // the Lock's observers and logger; nil: none
 	expire  time.Duration // 0: the key never expires
 	margin  time.Duration // the hold ends this long before the key can expire
 	maxEnd  time.Time     // WithMaxHold: no renewal past this; zero: no cap
@@ -63,8 +66,11 @@ type hold struct {
 func newHold(l *Lock, sent time.Time, id string) *hold {
 	h := &hold{
 		client:  l.client,
+		name:    l.name,
 		lockKey: l.keys[:1],
 		id:      id,
+		start:   sent,
+		ev:      l.ev,
 		expire:  l.expire,
 		margin:  l.margin,
 		ack:     l.ack,
@@ -91,6 +97,7 @@ func (h *hold) end(err error) {
 	h.mu.Unlock()
 	if first {
 		h.unwatch()
+		h.ev.holdEnd(h, err)
 	}
 }
 
@@ -169,8 +176,10 @@ func (h *hold) expireLocally() {
 		return
 	}
 	if h.expireLocallyLocked(reason) {
+		err := h.err
 		h.mu.Unlock()
 		h.unwatch()
+		h.ev.holdEnd(h, err)
 		return
 	}
 	h.mu.Unlock()

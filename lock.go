@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,6 +52,7 @@ type Lock struct {
 	neverHeld      chan struct{} // closed; Done before the first acquire
 	cleanups       cleanups      // giveback scripts still running
 	turn           chan struct{} // Locker's local mutex: one slot
+	ev             *events       // observers and logger; nil: none
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -130,6 +130,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		maxSlice:       maxSliceFor(rt, c.expire, c.ack),
 		neverHeld:      make(chan struct{}),
 		turn:           make(chan struct{}, 1),
+		ev:             newEvents(c.observers, c.logger),
 	}
 	close(l.neverHeld)
 	l.ident.Store(l.newIdentity(c.id))
@@ -231,6 +232,11 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	}
 	l.state = stateAcquiring
 	l.mu.Unlock()
+	var began time.Time
+	if l.ev != nil {
+		began = time.Now()
+		ctx = l.ev.acquireStart(ctx, l.info(l.ID()), blocking)
+	}
 	if prev != nil {
 		prev.retire(ctx) // a lost hold's goroutine is exiting
 	}
@@ -275,6 +281,13 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 		l.state, h = stateIdle, nil
 	}
 	l.mu.Unlock()
+	if l.ev != nil {
+		id, token := l.ID(), int64(0)
+		if h != nil {
+			id, token = h.id, h.token
+		}
+		l.ev.acquireEnd(ctx, l.info(id), blocking, time.Since(began), token, err, ctx.Err())
+	}
 	return h, err
 }
 
@@ -335,7 +348,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // want is nil. For a want that is no longer this Lock's current hold (it
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
-func (l *Lock) release(ctx context.Context, want *hold) error {
+func (l *Lock) release(ctx context.Context, want *hold) (result error) {
 	l.mu.Lock()
 	var h *hold
 	switch {
@@ -350,6 +363,21 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	// Lock would take a key under the id this release may delete.
 	l.state = stateReleasing
 	l.mu.Unlock()
+	outcome := OutcomeError
+	if l.ev != nil {
+		in := l.info(l.releaseID(h))
+		ctx = l.ev.releaseStart(ctx, in)
+		if h != nil && h.renewalDone() != nil {
+			l.ev.renewalShutdown(h)
+		}
+		defer func() {
+			var held time.Duration
+			if h != nil {
+				held = time.Since(h.start)
+			}
+			l.ev.releaseEnd(ctx, in, held, outcome, result)
+		}()
+	}
 	defer func() {
 		if h != nil {
 			h.retire(ctx)
@@ -374,14 +402,7 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	}
 
 	vouched := h != nil && h.valid()
-	// The id to release: the hold's own; else one whose release got no
-	// reply before (this Lock has a fresh id since); else this Lock's.
-	id := l.ID()
-	if h != nil {
-		id = h.id
-	} else if p := l.unreleasedID(); p != "" {
-		id = p
-	}
+	id := l.releaseID(h)
 	n, retried, unanswered, err := l.sendRelease(ctx, id)
 	l.afterRelease(id, unanswered, err)
 	noReply := err != nil && !isReply(err)
@@ -405,6 +426,14 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 	case n != releaseDone:
 		err, reason = ErrNotAcquired, ErrTakenOver
 	}
+	switch {
+	case err == nil:
+		outcome = OutcomeReleased
+	case errors.Is(err, ErrNotAcquired) && errors.Is(reason, ErrExpired):
+		outcome = OutcomeExpired
+	case errors.Is(err, ErrNotAcquired):
+		outcome = OutcomeTakenOver
+	}
 	if h != nil {
 		switch {
 		case reason != nil:
@@ -421,6 +450,19 @@ func (l *Lock) release(ctx context.Context, want *hold) error {
 		return l.wrap(err)
 	}
 	return nil
+}
+
+// releaseID is the id a release of h sends: the hold's own; else one
+// whose release got no reply before (this Lock has a fresh id since); else
+// this Lock's.
+func (l *Lock) releaseID(h *hold) string {
+	if h != nil {
+		return h.id
+	}
+	if p := l.unreleasedID(); p != "" {
+		return p
+	}
+	return l.ID()
 }
 
 // sendRelease runs the release script. retried reports whether go-redis
@@ -494,7 +536,7 @@ func countsRetries(client redis.UniversalClient) bool {
 
 // renewID gives a Lock with its own random id a fresh one (see ID).
 func (l *Lock) renewID() {
-	l.ident.Store(l.newIdentity(uuid.NewString()))
+	l.ident.Store(l.newIdentity(newOwnerID()))
 }
 
 // countedArg is a command argument that counts how often go-redis writes
@@ -559,15 +601,26 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		}
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	id := l.ID()
+	if l.ev != nil {
+		ctx = l.ev.extendStart(ctx, l.info(id), false, d)
+	}
 	sent := time.Now()
 	if h != nil {
 		h.expectBegin()
 	}
-	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], l.ID(), ms)
+	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], id, ms)
 	n, err := cmd.Int64()
 	noteConnError(ctx, l.client, err)
 	if h != nil {
 		h.expectEnd(err == nil && n == 0)
+	}
+	if l.ev != nil {
+		eerr := err
+		if err == nil && n == 0 && ackErr != nil {
+			eerr = ackErr
+		}
+		l.ev.extendEnd(ctx, l.info(id), false, d, n, eerr, 0, false)
 	}
 	if err == nil && n == 0 && ackErr != nil {
 		return l.wrap(ackErr)

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -253,8 +254,8 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 		if got := c.Get(ctx, "lock:job").Val(); got != l.ID() {
 			t.Fatalf("stored value = %q, want ID() %q", got, l.ID())
 		}
-		if len(l.ID()) != 36 {
-			t.Fatalf("random ID() = %q, want a 36-character UUID", l.ID())
+		if o, ok := redislock.ParseOwner(l.ID()); !ok || o.PID != os.Getpid() {
+			t.Fatalf("default ID() = %q: ParseOwner = %+v, %v; want this process's pid %d", l.ID(), o, ok, os.Getpid())
 		}
 	})
 }

@@ -1,9 +1,9 @@
 package redislock
 
 import (
+	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,6 +33,8 @@ type config struct {
 	noTracking   bool
 	margin       time.Duration
 	marginGiven  bool
+	observers    []Observer
+	logger       *slog.Logger
 }
 
 func newConfig(opts []Option) config {
@@ -58,14 +60,42 @@ func WithExpire(d time.Duration) Option {
 	return func(c *config) { c.expire = d }
 }
 
+// WithLogger has the Lock write its events to logger, through log/slog,
+// at python-redis-lock's levels and with an attribute "logger" holding
+// python-redis-lock's logger name (redis_lock.acquire,
+// redis_lock.refresh.thread...), so that the lines of a mixed fleet are
+// filtered alike; see the README's "Observing locks in production" for
+// every event. Each line also carries the lock's name, key and owner id.
+//
+// The default, and a nil logger, log nothing: a library does not write to
+// a process's logs unasked. A level the logger does not enable costs
+// nothing (no attribute is built).
+func WithLogger(logger *slog.Logger) Option {
+	return func(c *config) { c.logger = logger }
+}
+
+// WithObserver adds obs to the observers of the Lock's events (see
+// Observer): given more than once, each observer gets every event, in the
+// order given. A nil obs is ignored. The default is none, and costs
+// nothing.
+func WithObserver(obs Observer) Option {
+	return func(c *config) {
+		if obs != nil {
+			c.observers = append(c.observers, obs)
+		}
+	}
+}
+
 // WithID sets the owner id stored in the lock key. Lock values created with
 // the same name and id act as one owner: any of them can Extend or Release
 // the lock that another acquired, and an acquire that finds the id already
 // in the key returns ErrAlreadyAcquired.
 //
-// The default is a random UUIDv4 (122 random bits from crypto/rand), unique
-// to the Lock. An empty id makes New return ErrInvalidID. Ids are stored
-// as-is; python-redis-lock reads them as ASCII.
+// The default is "<host>:<pid>:<uuid>": the host name and process id, so
+// that an operator can tell which process holds the lock (see ParseOwner),
+// then a random UUIDv4 (122 random bits from crypto/rand), which makes it
+// unique to the Lock. An empty id makes New return ErrInvalidID. Ids are
+// stored as-is; python-redis-lock reads them as ASCII.
 //
 // A shared id costs one safety net: with its own random id, a Lock whose
 // acquire reply was lost (go-redis retries it) recognises the key as its
@@ -270,7 +300,7 @@ func (c *config) validate() error {
 		c.margin = DefaultSafetyMargin(c.expire)
 	}
 	if !c.idGiven {
-		c.id = uuid.NewString()
+		c.id = newOwnerID()
 	}
 	return nil
 }

@@ -90,7 +90,8 @@ func runWorker(mode string) int {
 		for i := 0; i < n; i++ {
 			var opts []redislock.Option
 			if os.Getenv("W_SEEDED") == "1" { // the broken variant
-				opts = append(opts, redislock.WithID(uuid.Must(uuid.NewRandomFromReader(seeded)).String()))
+				// The default's form, with a random part that is not.
+				opts = append(opts, redislock.WithID(fmt.Sprintf("host:%d:%s", os.Getpid(), uuid.Must(uuid.NewRandomFromReader(seeded)))))
 			}
 			l, err := redislock.New(c, "job", opts...)
 			if err != nil {

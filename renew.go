@@ -17,6 +17,7 @@ func (h *hold) startRenewal(sent time.Time) error {
 	}
 	h.stop, h.renewDone = make(chan struct{}), make(chan struct{})
 	h.stopCtx, h.cancelCall = context.WithCancel(context.Background())
+	h.ev.renewalStart(h, renewAfter(h.expire, h.margin))
 	go h.renew(sent, h.stop)
 	return nil
 }
@@ -109,6 +110,7 @@ const (
 // when the hold ends, or at the max-hold cap.
 func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 	defer close(h.renewDone)
+	defer h.ev.renewalExit(h)
 	retry := min(max(h.expire/10, minRetry), maxRetry)
 	timer := time.NewTimer(time.Until(sent.Add(renewAfter(h.expire, h.margin))))
 	defer timer.Stop()
@@ -151,10 +153,21 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		h.sending = true
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
+		if h.ev != nil {
+			ctx = h.ev.extendStart(ctx, h.info(), true, d)
+		}
 		h.expectBegin()
 		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
 		noteConnError(ctx, h.client, err) // a failover: find the new master
+		if h.ev != nil {
+			eerr := err
+			if err == nil && n == 0 && ackErr != nil {
+				eerr = ackErr
+			}
+			// A renewal stopped by Release is not retried.
+			h.ev.extendEnd(ctx, h.info(), true, d, n, eerr, time.Until(sent.Add(budget)), !stopped(stop))
+		}
 		cancel()
 		h.expectEnd(err == nil && n == 0)
 		if stopped(stop) {

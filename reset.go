@@ -17,9 +17,12 @@ const scanCount = 1000
 // holder is not told, and its Release will return ErrNotAcquired. Reset on
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
-	err := retryTopology(ctx, l.client, func() error {
-		return resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Err()
+	var deleted int
+	err := retryTopology(ctx, l.client, func() (err error) {
+		deleted, err = resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
+		return err
 	})
+	l.ev.reset(ctx, l.info(""), deleted, err)
 	if err != nil {
 		return l.wrap(fmt.Errorf("reset: %w", err))
 	}
@@ -66,6 +69,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 		mu.Unlock()
 		return nil
 	})
+	newEvents(nil, c.logger).reset(ctx, LockRef{}, total, err)
 	if err != nil {
 		return total, fmt.Errorf("redislock: reset all: %w", err)
 	}

@@ -91,7 +91,7 @@ func workerIDs(t *testing.T, n int, env ...string) []string {
 	return strings.Fields(string(out))
 }
 
-// Owner ids are random UUIDv4s (122 random bits, crypto/rand in
+// Owner ids end in random UUIDv4s (122 random bits, crypto/rand in
 // google/uuid), different for every Lock: 10,000 in this process, and
 // 1,000 in each of two fresh processes, all distinct. A generator with a
 // fixed seed gives fresh processes the same ids, as the broken variant
@@ -99,14 +99,15 @@ func workerIDs(t *testing.T, n int, env ...string) []string {
 // seeded from the clock would pass; no black-box test can tell it from
 // crypto/rand.)
 func TestRandomIDs(t *testing.T) {
-	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	// "<host>:<pid>:<uuid>": the random part is the UUIDv4 at the end.
+	v4 := regexp.MustCompile(`^[A-Za-z0-9._-]+:[1-9][0-9]*:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	distinct := func(ids []string) (bool, string) {
-		seen := map[string]bool{}
+		seen := map[string]bool{} // the random parts: each must be unique on its own
 		for _, id := range ids {
-			if !v4.MatchString(id) || seen[id] {
+			if !v4.MatchString(id) || seen[id[len(id)-36:]] {
 				return false, id
 			}
-			seen[id] = true
+			seen[id[len(id)-36:]] = true
 		}
 		return true, ""
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -101,6 +102,11 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		if !blocking {
 			return sent, acquireResult{}, l.wrap(ErrLocked)
 		}
+		if t == nil && l.ev.logging(ctx, slog.LevelInfo) {
+			// Who holds it: one GET, only when this is logged.
+			holder, _ := l.client.Get(ctx, l.keys[0]).Result()
+			l.ev.waiting(ctx, l.info(l.ID()), holder, time.Duration(res.pttl)*time.Millisecond)
+		}
 		if t == nil {
 			// Wait our turn behind this process's other waiters.
 			t = joinQueue(l.client, l.keys[0])
@@ -124,6 +130,14 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			// Given up while waiting: abandonWait settles the attempt.
 			// res, from the try before, is what the next waiter learns.
 			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, w.err))
+		}
+		if l.ev != nil {
+			switch {
+			case w.popped:
+				l.ev.wakeup(ctx, l.info(l.ID()), WakeSignal, time.Since(wsent))
+			case w.slept:
+				l.ev.wakeup(ctx, l.info(l.ID()), WakeTimeout, time.Since(wsent))
+			}
 		}
 		sent, res, popped, terr = wsent, w.res, w.popped, w.err
 		if w.moving && terr == nil && res.status == statusBusy {
@@ -255,6 +269,7 @@ type waitResult struct {
 	res    acquireResult
 	popped bool // the BLPOP took a wake-up signal
 	woken  bool // the BLPOP took the wake key's element
+	slept  bool // the BLPOP ran out its slice (a nil reply)
 	moving bool // the BLPOP got a topology reply (see retryTopology): it did not block
 	err    error
 }
@@ -360,6 +375,7 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		r.popped = kv[0] == l.keys[1]
 		r.woken = kv[0] == wake
 	}
+	r.slept = errors.Is(popCmd.Err(), redis.Nil)
 	r.res, r.err = l.acked(ctx, in.id, tryCmd, ackErr)
 	perr := popCmd.Err()
 	r.moving = isTopology(perr)
@@ -397,6 +413,7 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 // next waiter.
 func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 	if (popped || !isReply(err)) && !errors.Is(err, ErrNotReplicated) {
+		l.ev.gaveBack(ctx, l.info(l.ID()), err)
 		l.giveBack(ctx)
 	}
 	if cerr := ctx.Err(); cerr != nil {

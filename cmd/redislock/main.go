@@ -9,10 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,9 +197,11 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, afterDashDash []str
 
 // connFlags are the connection and lock flags the commands share.
 type connFlags struct {
-	redisURL string
-	cluster  string
-	prefix   string
+	redisURL  string
+	cluster   string
+	prefix    string
+	verbose   bool
+	logFormat string
 }
 
 // defaultRedisURL is --redis's default when $REDIS_URL is unset or empty.
@@ -214,6 +218,46 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.Lookup("redis").DefValue = redactURL(def)
 	fs.StringVar(&c.cluster, "cluster", "", "comma-separated seed addresses of a Redis Cluster (instead of --redis)")
 	fs.StringVar(&c.prefix, "prefix", redislock.DefaultKeyPrefix, "lock key prefix")
+	fs.BoolVar(&c.verbose, "verbose", false, "log the lock's events (acquire, wait, renewal, release, loss) to stderr")
+	fs.BoolVar(&c.verbose, "v", false, "short for --verbose")
+	fs.StringVar(&c.logFormat, "log-format", "text", "format of --verbose's lines: text or json")
+}
+
+// syncWriter returns w, made safe for writes from several goroutines
+// unless it is a file (whose writes the OS orders).
+func syncWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// logger returns the logger of --verbose, writing to w; nil without it.
+func (c *connFlags) logger(w io.Writer) *slog.Logger {
+	if !c.verbose {
+		return nil
+	}
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// lockOptions are the library options the flags give, logging to w.
+func (c *connFlags) lockOptions(w io.Writer) []redislock.Option {
+	return []redislock.Option{redislock.WithKeyPrefix(c.prefix), redislock.WithLogger(c.logger(w))}
 }
 
 // validate checks the flags, and the lock names the command will use,
@@ -222,6 +266,9 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 func (c *connFlags) validate(names ...string) error {
 	if c.prefix == "" {
 		return errors.New("--prefix must not be empty")
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
 	if c.cluster != "" && strings.ContainsAny(c.prefix, "{}") {
 		return errors.New("with --cluster, --prefix must not contain '{' or '}' (the keys carry the lock name as a hash tag)")

@@ -38,7 +38,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer client.Close()
-	lock, err := redislock.New(client, pos[0], redislock.WithKeyPrefix(conn.prefix))
+	lock, err := redislock.New(client, pos[0], conn.lockOptions(stderr)...)
 	if err != nil {
 		return fail(stderr, "reset", exitUsage, err)
 	}
@@ -81,7 +81,7 @@ func runResetAll(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			return exitFail
 		}
 	}
-	n, err := redislock.ResetAll(ctx, client, redislock.WithKeyPrefix(conn.prefix))
+	n, err := redislock.ResetAll(ctx, client, conn.lockOptions(stderr)...)
 	if err != nil {
 		return fail(stderr, "reset-all", exitFail, err)
 	}

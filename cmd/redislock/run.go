@@ -114,6 +114,9 @@ func (f *runFlags) validate(idGiven bool) error {
 }
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// --verbose's lines and COMMAND's own stderr (copied by a goroutine of
+	// os/exec unless it is a file) go to stderr at the same time.
+	stderr = syncWriter(stderr)
 	var (
 		conn connFlags
 		f    runFlags
@@ -126,7 +129,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&f.wait, "w", 0, "short for --wait")
 	fs.DurationVar(&f.expire, "expire", 30*time.Second, "the lock's expire, at least 1ms; it is renewed every 2/3 of it while COMMAND runs")
 	fs.DurationVar(&f.maxHold, "max-hold", 0, "stop renewing after this long (at least --expire), so COMMAND is terminated; 0: no limit")
-	fs.StringVar(&f.id, "id", "", "owner id stored in the lock (default: a random UUID)")
+	fs.StringVar(&f.id, "id", "", "owner id stored in the lock (default: HOST:PID:RANDOM-UUID)")
 	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy")
 	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
 	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
@@ -148,8 +151,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := f.validate(flagSet(fs, "id")); err != nil {
 		return fail(stderr, "run", exitUsage, err)
 	}
-	opts := []redislock.Option{redislock.WithKeyPrefix(conn.prefix), redislock.WithExpire(f.expire), redislock.WithAutoRenewal(),
-		redislock.WithSafetyMargin(runMargin(f.expire, f.killAfter))}
+	opts := append(conn.lockOptions(stderr), redislock.WithExpire(f.expire), redislock.WithAutoRenewal(),
+		redislock.WithSafetyMargin(runMargin(f.expire, f.killAfter)))
 	if flagSet(fs, "id") {
 		opts = append(opts, redislock.WithID(f.id))
 	}

@@ -24,7 +24,9 @@ The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
 With --json it prints one object:
   {"name":"nightly","key":"lock:nightly","held":true,"owner":"...","ttl_ms":12345}
 where ttl_ms is -1 for a lock without expire, and owner and ttl_ms are left
-out when the lock is free. Ids are stored byte for byte, and JSON strings
+out when the lock is free. An owner id of the library's default form
+(HOST:PID:UUID) also gives "host" and "pid", and the text names them:
+  nightly: held by "web-3:4242:..." (pid 4242 on web-3), expires in 12.3s Ids are stored byte for byte, and JSON strings
 cannot hold bytes that are not UTF-8: for an owner, name or key that is
 not valid UTF-8, the string shows each such byte as U+FFFD and a field of
 the same name with "_base64" appended (owner_base64, name_base64,
@@ -52,6 +54,8 @@ type lockStatus struct {
 	Held        bool   `json:"held"`
 	Owner       string `json:"owner,omitempty"`
 	OwnerBase64 string `json:"owner_base64,omitempty"`
+	Host        string `json:"host,omitempty"` // from an owner id of the library's default form
+	PID         int    `json:"pid,omitempty"`
 	TTLms       *int64 `json:"ttl_ms,omitempty"`
 }
 
@@ -69,18 +73,33 @@ func heldStatus(name, key, owner string, ttl time.Duration) lockStatus {
 	}
 	st := freeStatus(name, key)
 	st.Held, st.Owner, st.OwnerBase64, st.TTLms = true, owner, exactBytes(owner), &ms
+	if o, ok := redislock.ParseOwner(owner); ok {
+		st.Host, st.PID = o.Host, o.PID
+	}
 	return st
+}
+
+// holder says which process holds the lock, when its owner id tells.
+func (s lockStatus) holder() string {
+	if s.PID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("pid %d on %s", s.PID, s.Host)
 }
 
 func (s lockStatus) String() string {
 	switch {
 	case !s.Held:
 		return fmt.Sprintf("%s: free", shown(s.Name))
-	case *s.TTLms < 0:
-		return fmt.Sprintf("%s: held by %q, no expire", shown(s.Name), s.Owner)
-	default:
-		return fmt.Sprintf("%s: held by %q, expires in %v", shown(s.Name), s.Owner, time.Duration(*s.TTLms)*time.Millisecond)
 	}
+	by := fmt.Sprintf("%q", s.Owner)
+	if h := s.holder(); h != "" {
+		by += " (" + h + ")"
+	}
+	if *s.TTLms < 0 {
+		return fmt.Sprintf("%s: held by %s, no expire", shown(s.Name), by)
+	}
+	return fmt.Sprintf("%s: held by %s, expires in %v", shown(s.Name), by, time.Duration(*s.TTLms)*time.Millisecond)
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -92,7 +111,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	defer client.Close()
-	lock, err := redislock.New(client, pos[0], redislock.WithKeyPrefix(conn.prefix))
+	lock, err := redislock.New(client, pos[0], conn.lockOptions(stderr)...)
 	if err != nil {
 		return fail(stderr, "status", exitUsage, err)
 	}
@@ -127,14 +146,18 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	all := make([]lockStatus, len(infos))
 	var text strings.Builder
 	tw := tabwriter.NewWriter(&text, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tOWNER\tTTL")
+	fmt.Fprintln(tw, "NAME\tHOLDER\tOWNER\tTTL")
 	for i, li := range infos {
 		all[i] = heldStatus(li.Name, li.Key, li.Owner, li.TTL)
 		ttl := "none"
 		if li.TTL >= 0 {
 			ttl = li.TTL.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%q\t%s\n", shown(li.Name), li.Owner, ttl)
+		holder := all[i].holder()
+		if holder == "" {
+			holder = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\n", shown(li.Name), holder, li.Owner, ttl)
 	}
 	tw.Flush()
 	if len(infos) == 0 {

@@ -1,0 +1,372 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// events sends a Lock's events to its observers and its logger. A Lock
+// with neither has a nil *events, and every method of a nil *events
+// returns at once: the hot path pays one nil check per event.
+type events struct {
+	obs Observer     // nil: none (several are joined by multiObserver)
+	log *slog.Logger // nil: no logging
+}
+
+// newEvents returns the events of a config, nil when nothing listens.
+func newEvents(obs []Observer, log *slog.Logger) *events {
+	var o Observer
+	switch len(obs) {
+	case 0:
+	case 1:
+		o = obs[0]
+	default:
+		o = multiObserver(obs)
+	}
+	if o == nil && log == nil {
+		return nil
+	}
+	return &events{obs: o, log: log}
+}
+
+// Python's logger names (python-redis-lock 4.x), and ours for the events
+// it does not log, under the same root, so that one filter on the logger
+// attribute finds both fleets' lines.
+const (
+	loggerAcquire         = "redis_lock.acquire"
+	loggerRefreshStart    = "redis_lock.refresh.start"
+	loggerRefreshThread   = "redis_lock.refresh.thread"
+	loggerRefreshShutdown = "redis_lock.refresh.shutdown"
+	loggerRefreshExit     = "redis_lock.refresh.exit"
+	loggerRelease         = "redis_lock.release"
+	loggerLost            = "redis_lock.lost"  // ours: Python is not told of a loss
+	loggerReset           = "redis_lock.reset" // ours: Python's reset and reset_all log nothing
+)
+
+// logging reports whether level is logged; when it is not, no attribute
+// is built.
+func (e *events) logging(ctx context.Context, level slog.Level) bool {
+	return e != nil && e.log != nil && e.log.Enabled(ctx, level)
+}
+
+// logLock writes one event of lock in with the Python logger name and the
+// lock's attributes, then attrs.
+func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg string, in LockRef, attrs ...slog.Attr) {
+	all := make([]slog.Attr, 0, 4+len(attrs))
+	all = append(all,
+		slog.String("logger", logger),
+		slog.String("lock", in.Name),
+		slog.String("key", in.Key),
+		slog.String("owner", in.ID))
+	all = append(all, attrs...)
+	e.log.LogAttrs(ctx, level, msg, all...)
+}
+
+func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
+
+// info returns the LockRef of l under id.
+func (l *Lock) info(id string) LockRef {
+	return LockRef{Name: l.name, Key: l.keys[0], ID: id}
+}
+
+// hold's own copy (a hold does not point back to its Lock).
+func (h *hold) info() LockRef {
+	return LockRef{Name: h.name, Key: h.lockKey[0], ID: h.id}
+}
+
+func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) context.Context {
+	if e == nil {
+		return ctx
+	}
+	if e.logging(ctx, slog.LevelDebug) {
+		e.logLock(ctx, slog.LevelDebug, loggerAcquire, "acquiring lock", in, slog.Bool("blocking", blocking))
+	}
+	if e.obs != nil {
+		if c := e.obs.AcquireStart(ctx, AcquireStartEvent{LockRef: in, Blocking: blocking}); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+func (e *events) acquireEnd(ctx context.Context, in LockRef, blocking bool, wait time.Duration, token int64, err error, ctxErr error) {
+	if e == nil {
+		return
+	}
+	outcome := acquireOutcome(err, ctxErr)
+	switch {
+	case outcome == OutcomeAcquired && e.logging(ctx, slog.LevelInfo):
+		e.logLock(ctx, slog.LevelInfo, loggerAcquire, "acquired lock", in,
+			slog.Duration("wait", wait), slog.Int64("token", token))
+	case outcome == OutcomeBusy && !blocking && e.logging(ctx, slog.LevelWarn):
+		// As Python: a non-blocking miss is a warning, a blocking
+		// timeout is not.
+		e.logLock(ctx, slog.LevelWarn, loggerAcquire, "failed to acquire lock: it is held", in, errAttr(err))
+	case outcome != OutcomeAcquired && e.logging(ctx, slog.LevelDebug):
+		e.logLock(ctx, slog.LevelDebug, loggerAcquire, "did not acquire lock", in,
+			slog.Duration("wait", wait), slog.String("outcome", string(outcome)), errAttr(err))
+	}
+	if e.obs != nil {
+		e.obs.AcquireEnd(ctx, AcquireEndEvent{LockRef: in, Blocking: blocking, Wait: wait, Outcome: outcome, Token: token, Err: err})
+	}
+}
+
+// acquireOutcome classifies what Acquire or TryAcquire returned; ctxErr is
+// the call's context's error when it returned.
+func acquireOutcome(err, ctxErr error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeAcquired
+	case ctxErr != nil && errors.Is(err, ErrLocked):
+		return OutcomeTimeout
+	case errors.Is(err, ErrLocked), errors.Is(err, ErrAlreadyAcquired):
+		return OutcomeBusy
+	}
+	return OutcomeError
+}
+
+// waiting logs that a blocking acquire found the lock held by holder ("":
+// unknown, or a woken waiter's turn) for ttl more, and waits.
+func (e *events) waiting(ctx context.Context, in LockRef, holder string, ttl time.Duration) {
+	if e.logging(ctx, slog.LevelInfo) {
+		o := slog.Group("holder", slog.String("id", holder))
+		if p, ok := ParseOwner(holder); ok {
+			o = slog.Group("holder", slog.String("id", holder), slog.String("host", p.Host), slog.Int("pid", p.PID))
+		}
+		e.logLock(ctx, slog.LevelInfo, loggerAcquire, "waiting for lock", in, o, slog.Duration("ttl", ttl))
+	}
+}
+
+func (e *events) wakeup(ctx context.Context, in LockRef, cause WakeCause, waited time.Duration) {
+	if e == nil {
+		return
+	}
+	if e.obs != nil {
+		e.obs.Wakeup(ctx, WakeupEvent{LockRef: in, Cause: cause, Waited: waited})
+	}
+}
+
+// gaveBack logs that an acquire's reply was lost, or that it failed after
+// its BLPOP popped a signal, and that the lock, or the signal, is being
+// given back.
+func (e *events) gaveBack(ctx context.Context, in LockRef, err error) {
+	if e == nil {
+		return
+	}
+	if e.logging(ctx, slog.LevelWarn) {
+		e.logLock(ctx, slog.LevelWarn, loggerAcquire, "acquire failed with no reply, or after popping a wake-up signal: giving back what it may have taken", in, errAttr(err))
+	}
+}
+
+func (e *events) releaseStart(ctx context.Context, in LockRef) context.Context {
+	if e == nil {
+		return ctx
+	}
+	if e.logging(ctx, slog.LevelDebug) {
+		e.logLock(ctx, slog.LevelDebug, loggerRelease, "releasing lock", in)
+	}
+	if e.obs != nil {
+		if c := e.obs.ReleaseStart(ctx, ReleaseStartEvent{LockRef: in}); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+func (e *events) releaseEnd(ctx context.Context, in LockRef, held time.Duration, outcome Outcome, err error) {
+	if e == nil {
+		return
+	}
+	switch {
+	case (outcome == OutcomeExpired || outcome == OutcomeTakenOver) && e.logging(ctx, slog.LevelWarn):
+		e.logLock(ctx, slog.LevelWarn, loggerRelease, "release found the lock no longer ours", in,
+			slog.String("outcome", string(outcome)), slog.Duration("held", held))
+	case outcome == OutcomeError && e.logging(ctx, slog.LevelWarn):
+		e.logLock(ctx, slog.LevelWarn, loggerRelease, "release failed", in, errAttr(err))
+	}
+	if e.obs != nil {
+		e.obs.ReleaseEnd(ctx, ReleaseEndEvent{LockRef: in, Held: held, Outcome: outcome, Err: err})
+	}
+}
+
+func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time.Duration) context.Context {
+	if e == nil {
+		return ctx
+	}
+	if auto && e.logging(ctx, slog.LevelDebug) {
+		e.logLock(ctx, slog.LevelDebug, loggerRefreshThread, "renewing lock", in, slog.Duration("expire", by))
+	}
+	if e.obs != nil {
+		if c := e.obs.ExtendStart(ctx, ExtendStartEvent{LockRef: in, Auto: auto, By: by}); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+// extendEnd ends an extend whose reply was n, err (the extend script's
+// reply). A renewal that failed is retried when retrying, and left is
+// what is left before the hold's local deadline.
+func (e *events) extendEnd(ctx context.Context, in LockRef, auto bool, by time.Duration, n int64, err error, left time.Duration, retrying bool) {
+	if e == nil {
+		return
+	}
+	outcome := extendOutcome(n, err)
+	if retrying && outcome == OutcomeError && e.logging(ctx, slog.LevelWarn) {
+		e.logLock(ctx, slog.LevelWarn, loggerRefreshThread, "renewal failed: retrying", in,
+			errAttr(err), slog.Duration("left", left))
+	}
+	if e.obs != nil {
+		e.obs.ExtendEnd(ctx, ExtendEndEvent{LockRef: in, Auto: auto, By: by, Outcome: outcome, Err: extendErr(n, err)})
+	}
+}
+
+// extendOutcome classifies an extend script's reply.
+func extendOutcome(n int64, err error) Outcome {
+	switch {
+	case err != nil:
+		return OutcomeError
+	case n == 0:
+		return OutcomeExtended
+	case n == 1:
+		return OutcomeExpired
+	case n == 2:
+		return OutcomeNotExpirable
+	}
+	return OutcomeTakenOver
+}
+
+// extendErr is the error an extend's reply stands for.
+func extendErr(n int64, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case n == 1 || n == 3:
+		return ErrNotAcquired
+	case n == 2:
+		return ErrNotExpirable
+	}
+	return nil
+}
+
+// holdEnd reports that h ended with err. Called once per hold, without
+// h.mu held.
+func (e *events) holdEnd(h *hold, err error) {
+	if e == nil {
+		return
+	}
+	in := h.info()
+	held := time.Since(h.start)
+	reason := ReasonOf(err)
+	if reason != reasonNone && e.logging(context.Background(), slog.LevelError) {
+		e.logLock(context.Background(), slog.LevelError, loggerLost, "lock lost", in,
+			slog.String("reason", string(reason)), errAttr(err), slog.Duration("held", held))
+	}
+	if e.obs != nil {
+		e.obs.HoldEnd(HoldEndEvent{LockRef: in, Held: held, Token: h.token, Reason: reason, Err: err})
+	}
+}
+
+func (e *events) renewalStart(h *hold, every time.Duration) {
+	if e == nil {
+		return
+	}
+	if e.logging(context.Background(), slog.LevelDebug) {
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshStart, "starting renewal", h.info(), slog.Duration("interval", every))
+	}
+}
+
+func (e *events) renewalShutdown(h *hold) {
+	if e == nil {
+		return
+	}
+	if e.logging(context.Background(), slog.LevelDebug) {
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshShutdown, "stopping renewal", h.info())
+	}
+}
+
+func (e *events) renewalExit(h *hold) {
+	if e == nil {
+		return
+	}
+	if e.logging(context.Background(), slog.LevelDebug) {
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshExit, "renewal exited", h.info())
+	}
+}
+
+// reset logs a Reset (name set) or a ResetAll.
+func (e *events) reset(ctx context.Context, in LockRef, deleted int, err error) {
+	if e == nil {
+		return
+	}
+	if err != nil || !e.logging(ctx, slog.LevelInfo) {
+		return
+	}
+	if in.Name == "" {
+		e.log.LogAttrs(ctx, slog.LevelInfo, "reset all locks", slog.String("logger", loggerReset), slog.Int("count", deleted))
+		return
+	}
+	e.logLock(ctx, slog.LevelInfo, loggerReset, "reset lock", in, slog.Int("count", deleted))
+}
+
+// multiObserver sends each event to several observers, in order.
+type multiObserver []Observer
+
+func (m multiObserver) AcquireStart(ctx context.Context, e AcquireStartEvent) context.Context {
+	for _, o := range m {
+		if c := o.AcquireStart(ctx, e); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+func (m multiObserver) AcquireEnd(ctx context.Context, e AcquireEndEvent) {
+	for _, o := range m {
+		o.AcquireEnd(ctx, e)
+	}
+}
+
+func (m multiObserver) Wakeup(ctx context.Context, e WakeupEvent) {
+	for _, o := range m {
+		o.Wakeup(ctx, e)
+	}
+}
+
+func (m multiObserver) ReleaseStart(ctx context.Context, e ReleaseStartEvent) context.Context {
+	for _, o := range m {
+		if c := o.ReleaseStart(ctx, e); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+func (m multiObserver) ReleaseEnd(ctx context.Context, e ReleaseEndEvent) {
+	for _, o := range m {
+		o.ReleaseEnd(ctx, e)
+	}
+}
+
+func (m multiObserver) ExtendStart(ctx context.Context, e ExtendStartEvent) context.Context {
+	for _, o := range m {
+		if c := o.ExtendStart(ctx, e); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
+}
+
+func (m multiObserver) ExtendEnd(ctx context.Context, e ExtendEndEvent) {
+	for _, o := range m {
+		o.ExtendEnd(ctx, e)
+	}
+}
+
+func (m multiObserver) HoldEnd(e HoldEndEvent) {
+	for _, o := range m {
+		o.HoldEnd(e)
+	}
+}

@@ -1,0 +1,199 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// An Observer receives a Lock's events: for metrics, traces or logs of
+// its own (WithLogger writes slog events without one). Set it with
+// WithObserver; the redislockotel module has one for OpenTelemetry.
+//
+// The Start methods return the context the call goes on with, which
+// must be ctx or derived from it (a tracer returns ctx with its span, so
+// that go-redis's own command spans nest under it); a nil return means
+// ctx. Each Start is followed by its End, on the same goroutine, with the
+// context Start returned.
+//
+// Methods are called synchronously on the Lock's goroutines, the renewal's
+// and the local deadline's timer included, so they must be quick and must
+// not block; they must not call back into the Lock. An observer is shared
+// by every Lock it is given to, from many goroutines at once: it must be
+// safe for concurrent use. Embed NopObserver to implement only some.
+type Observer interface {
+	// AcquireStart is called when Acquire or TryAcquire starts, once the
+	// Lock is known to hold nothing (ErrAlreadyAcquired for a Lock that
+	// holds is returned without any event).
+	AcquireStart(ctx context.Context, e AcquireStartEvent) context.Context
+	// AcquireEnd is called when it returns.
+	AcquireEnd(ctx context.Context, e AcquireEndEvent)
+	// Wakeup is called each time a waiting Acquire's BLPOP returns: woken
+	// by a release's signal, or at the end of its slice.
+	Wakeup(ctx context.Context, e WakeupEvent)
+	// ReleaseStart is called when Release starts (ErrNotAcquired returned
+	// without sending, for a Lock acquiring or releasing in another
+	// goroutine, has no event).
+	ReleaseStart(ctx context.Context, e ReleaseStartEvent) context.Context
+	// ReleaseEnd is called when it returns.
+	ReleaseEnd(ctx context.Context, e ReleaseEndEvent)
+	// ExtendStart is called before an extend of the key is sent: by
+	// Extend, or by auto-renewal (Auto).
+	ExtendStart(ctx context.Context, e ExtendStartEvent) context.Context
+	// ExtendEnd is called when its reply is in.
+	ExtendEnd(ctx context.Context, e ExtendEndEvent)
+	// HoldEnd is called once for every hold that started (an AcquireEnd
+	// with OutcomeAcquired), when it ends: released (Err is
+	// ErrReleased), or lost (Reason says why). It has no context: a loss
+	// is found by the renewal, a timer or the key's watch.
+	HoldEnd(e HoldEndEvent)
+}
+
+// NopObserver is an Observer that does nothing, to embed in an observer
+// that implements only some of the methods.
+type NopObserver struct{}
+
+func (NopObserver) AcquireStart(ctx context.Context, _ AcquireStartEvent) context.Context {
+	return ctx
+}
+func (NopObserver) AcquireEnd(context.Context, AcquireEndEvent) {}
+func (NopObserver) Wakeup(context.Context, WakeupEvent)         {}
+func (NopObserver) ReleaseStart(ctx context.Context, _ ReleaseStartEvent) context.Context {
+	return ctx
+}
+func (NopObserver) ReleaseEnd(context.Context, ReleaseEndEvent) {}
+func (NopObserver) ExtendStart(ctx context.Context, _ ExtendStartEvent) context.Context {
+	return ctx
+}
+func (NopObserver) ExtendEnd(context.Context, ExtendEndEvent) {}
+func (NopObserver) HoldEnd(HoldEndEvent)                      {}
+
+// LockRef says which lock an event is about.
+type LockRef struct {
+	Name string // the name given to New
+	Key  string // the lock key
+	ID   string // the owner id the call sent (see Lock.ID)
+}
+
+// AcquireStartEvent starts an acquire.
+type AcquireStartEvent struct {
+	LockRef
+	Blocking bool // Acquire; false for TryAcquire
+}
+
+// AcquireEndEvent ends an acquire.
+type AcquireEndEvent struct {
+	LockRef
+	Blocking bool
+	Wait     time.Duration // from AcquireStart to the end
+	Outcome  Outcome       // OutcomeAcquired, OutcomeBusy, OutcomeTimeout or OutcomeError
+	Token    int64         // the fencing token of the hold (WithFencing); 0 otherwise
+	Err      error         // what the call returned
+}
+
+// WakeupEvent is one return of a waiter's BLPOP.
+type WakeupEvent struct {
+	LockRef
+	Cause  WakeCause
+	Waited time.Duration // how long the BLPOP took
+}
+
+// ReleaseStartEvent starts a Release.
+type ReleaseStartEvent struct {
+	LockRef
+}
+
+// ReleaseEndEvent ends a Release.
+type ReleaseEndEvent struct {
+	LockRef
+	Held    time.Duration // from the acquire to the release; 0 when this Lock had no hold
+	Outcome Outcome       // OutcomeReleased, OutcomeExpired, OutcomeTakenOver or OutcomeError
+	Err     error         // what the call returned
+}
+
+// ExtendStartEvent starts an extend of the key.
+type ExtendStartEvent struct {
+	LockRef
+	Auto bool          // a renewal (WithAutoRenewal); false for Extend
+	By   time.Duration // the expire sent
+}
+
+// ExtendEndEvent ends an extend.
+type ExtendEndEvent struct {
+	LockRef
+	Auto bool
+	By   time.Duration
+	// Outcome is OutcomeExtended, OutcomeExpired (the key was gone),
+	// OutcomeTakenOver, OutcomeNotExpirable or OutcomeError (a Redis
+	// error, ErrNotReplicated included: a renewal retries it).
+	Outcome Outcome
+	Err     error
+}
+
+// HoldEndEvent ends a hold.
+type HoldEndEvent struct {
+	LockRef
+	Held  time.Duration // from the acquire to the end
+	Token int64         // the fencing token of the hold; 0 without WithFencing
+	// Reason is why the hold was lost: ReasonExpired, ReasonTakenOver,
+	// ReasonUnreachable, ReasonMaxHold or ReasonNotExpirable; "" when it
+	// was released.
+	Reason Reason
+	Err    error // Lock.Err's error: ErrReleased, or one matching ErrLost
+}
+
+// Outcome is how a call ended, in the words metrics use.
+type Outcome string
+
+const (
+	OutcomeAcquired     Outcome = "acquired"      // the lock is now held
+	OutcomeBusy         Outcome = "busy"          // TryAcquire found it held (ErrLocked), or held under our own given id
+	OutcomeTimeout      Outcome = "timeout"       // ctx ended first
+	OutcomeReleased     Outcome = "released"      // the key was ours and is deleted
+	OutcomeExtended     Outcome = "extended"      // the key was ours and has its new expire
+	OutcomeExpired      Outcome = "expired"       // the key was gone
+	OutcomeTakenOver    Outcome = "taken_over"    // the key held another id
+	OutcomeNotExpirable Outcome = "not_expirable" // the key is ours but has no expire (ErrNotExpirable)
+	OutcomeError        Outcome = "error"         // a Redis or connection error, or a refusal
+)
+
+// WakeCause is why a waiter's BLPOP returned.
+type WakeCause string
+
+const (
+	WakeSignal  WakeCause = "signal"  // it popped a release's signal
+	WakeTimeout WakeCause = "timeout" // its slice ran out: it tries again
+)
+
+// Reason is why a hold was lost, in the words metrics use.
+type Reason string
+
+const (
+	ReasonExpired      Reason = "expired"       // ErrExpired
+	ReasonTakenOver    Reason = "taken_over"    // ErrTakenOver
+	ReasonUnreachable  Reason = "unreachable"   // ErrUnreachable
+	ReasonMaxHold      Reason = "max_hold"      // ErrMaxHold
+	ReasonNotExpirable Reason = "not_expirable" // ErrNotExpirable: the key's expire was removed
+	ReasonOther        Reason = "other"         // any other error ending a hold
+	reasonNone         Reason = ""
+)
+
+// ReasonOf returns the Reason of err, an error from Lock.Err: "" for nil
+// or ErrReleased.
+func ReasonOf(err error) Reason {
+	switch {
+	case err == nil, errors.Is(err, ErrReleased):
+		return reasonNone
+	case errors.Is(err, ErrExpired):
+		return ReasonExpired
+	case errors.Is(err, ErrTakenOver):
+		return ReasonTakenOver
+	case errors.Is(err, ErrUnreachable):
+		return ReasonUnreachable
+	case errors.Is(err, ErrMaxHold):
+		return ReasonMaxHold
+	case errors.Is(err, ErrNotExpirable):
+		return ReasonNotExpirable
+	}
+	return ReasonOther
+}

@@ -1,0 +1,245 @@
+package redislockotel
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/go-redis-lock/redislock/redislockotel"
+
+// Attribute keys.
+const (
+	AttrMode    = attribute.Key("redislock.mode")    // blocking, try
+	AttrResult  = attribute.Key("redislock.result")  // a redislock.Outcome
+	AttrReason  = attribute.Key("redislock.reason")  // a redislock.Reason
+	AttrRenewal = attribute.Key("redislock.renewal") // auto, manual
+	AttrCause   = attribute.Key("redislock.cause")   // signal, timeout
+	AttrName    = attribute.Key("redislock.name")    // the lock's name, with WithLockName
+	AttrToken   = attribute.Key("redislock.token")   // the fencing token (spans)
+	AttrKey     = attribute.Key("redislock.key")     // the lock key (spans)
+)
+
+type config struct {
+	mp       metric.MeterProvider
+	tp       trace.TracerProvider
+	withName bool
+}
+
+// An Option configures NewObserver.
+type Option func(*config)
+
+// WithMeterProvider sets the meter provider; the default is the global one
+// (otel.GetMeterProvider) at the time NewObserver runs.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithTracerProvider sets the tracer provider; the default is the global
+// one (otel.GetTracerProvider) at the time NewObserver runs.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithLockName adds the lock's name to every metric as the attribute
+// redislock.name. The default leaves it out: each name makes a time series
+// of its own, so add it only when the names are few and fixed (not one
+// per job or per document). Spans always carry it.
+func WithLockName() Option {
+	return func(c *config) { c.withName = true }
+}
+
+// Observer is a redislock.Observer that records OpenTelemetry metrics and
+// spans. Give it to every Lock with redislock.WithObserver; one Observer
+// serves any number of Locks, from any goroutines.
+//
+// Metrics (durations in seconds):
+//   - redislock.acquire.duration, histogram: from the start of Acquire or
+//     TryAcquire to its end; attributes redislock.mode (blocking, try) and
+//     redislock.result (acquired, busy, timeout, error).
+//   - redislock.hold.duration, histogram: from the acquire to the end of
+//     the hold, released or lost; attribute redislock.reason ("" when
+//     released).
+//   - redislock.held, up-down counter: holds of this process now.
+//   - redislock.lost, counter: holds lost; attribute redislock.reason
+//     (expired, taken_over, unreachable, max_hold, not_expirable).
+//   - redislock.extend, counter: extends of the key; attributes
+//     redislock.renewal (auto, manual) and redislock.result (extended,
+//     expired, taken_over, not_expirable, error).
+//   - redislock.wakeups, counter: returns of a waiter's BLPOP; attribute
+//     redislock.cause (signal, timeout).
+//
+// Spans, of kind internal: redislock.acquire, redislock.release and
+// redislock.extend, with the lock's name and key, the result, and the
+// fencing token of an acquire; a result of error sets the span's status to
+// Error. go-redis's own command spans (redisotel) nest under them.
+type Observer struct {
+	tracer   trace.Tracer
+	withName bool
+
+	acquireDur metric.Float64Histogram
+	holdDur    metric.Float64Histogram
+	held       metric.Int64UpDownCounter
+	lost       metric.Int64Counter
+	extend     metric.Int64Counter
+	wakeups    metric.Int64Counter
+}
+
+var _ redislock.Observer = (*Observer)(nil)
+
+// NewObserver returns an Observer on the given providers. It fails only
+// when the meter refuses an instrument.
+func NewObserver(opts ...Option) (*Observer, error) {
+	c := config{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	meter := c.mp.Meter(ScopeName)
+	o := &Observer{tracer: c.tp.Tracer(ScopeName), withName: c.withName}
+	var err, e error
+	o.acquireDur, e = meter.Float64Histogram("redislock.acquire.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of an acquire to its end."))
+	err = first(err, e)
+	o.holdDur, e = meter.Float64Histogram("redislock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a lock was held, from its acquire to its release or loss."))
+	err = first(err, e)
+	o.held, e = meter.Int64UpDownCounter("redislock.held", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks held by this process now."))
+	err = first(err, e)
+	o.lost, e = meter.Int64Counter("redislock.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Holds lost before their release."))
+	err = first(err, e)
+	o.extend, e = meter.Int64Counter("redislock.extend", metric.WithUnit("{extend}"),
+		metric.WithDescription("Extends of a lock's key, by renewal or by hand."))
+	err = first(err, e)
+	o.wakeups, e = meter.Int64Counter("redislock.wakeups", metric.WithUnit("{wakeup}"),
+		metric.WithDescription("Returns of a waiter's BLPOP, by a release's signal or the end of its slice."))
+	err = first(err, e)
+	if err != nil {
+		return nil, fmt.Errorf("redislockotel: %w", err)
+	}
+	return o, nil
+}
+
+func first(err, e error) error {
+	if err != nil {
+		return err
+	}
+	return e
+}
+
+// spanKey is the context key of this observer's span, so that another
+// observer's span in the same context is never ended in its place.
+type spanKey struct{}
+
+func (o *Observer) start(ctx context.Context, name string, in redislock.LockRef, attrs ...attribute.KeyValue) context.Context {
+	attrs = append(attrs, AttrName.String(in.Name), AttrKey.String(in.Key))
+	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return context.WithValue(ctx, spanKey{}, span)
+}
+
+func (o *Observer) end(ctx context.Context, result string, err error, attrs ...attribute.KeyValue) {
+	span, ok := ctx.Value(spanKey{}).(trace.Span)
+	if !ok {
+		return
+	}
+	span.SetAttributes(append(attrs, AttrResult.String(result))...)
+	if result == string(redislock.OutcomeError) && err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// set returns the measurement option for attrs, with the lock's name
+// when asked.
+func (o *Observer) set(in redislock.LockRef, attrs ...attribute.KeyValue) metric.MeasurementOption {
+	if o.withName {
+		attrs = append(attrs, AttrName.String(in.Name))
+	}
+	return metric.WithAttributes(attrs...)
+}
+
+func mode(blocking bool) attribute.KeyValue {
+	if blocking {
+		return AttrMode.String("blocking")
+	}
+	return AttrMode.String("try")
+}
+
+func renewal(auto bool) attribute.KeyValue {
+	if auto {
+		return AttrRenewal.String("auto")
+	}
+	return AttrRenewal.String("manual")
+}
+
+// AcquireStart opens the span redislock.acquire.
+func (o *Observer) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
+	return o.start(ctx, "redislock.acquire", e.LockRef, mode(e.Blocking))
+}
+
+// AcquireEnd records redislock.acquire.duration and, for a hold that
+// starts, redislock.held.
+func (o *Observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
+	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.set(e.LockRef, mode(e.Blocking), AttrResult.String(string(e.Outcome))))
+	if e.Outcome == redislock.OutcomeAcquired {
+		o.held.Add(ctx, 1, o.set(e.LockRef))
+		o.end(ctx, string(e.Outcome), e.Err, AttrToken.Int64(e.Token))
+		return
+	}
+	o.end(ctx, string(e.Outcome), e.Err)
+}
+
+// Wakeup counts redislock.wakeups.
+func (o *Observer) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
+	o.wakeups.Add(ctx, 1, o.set(e.LockRef, AttrCause.String(string(e.Cause))))
+}
+
+// ReleaseStart opens the span redislock.release.
+func (o *Observer) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
+	return o.start(ctx, "redislock.release", e.LockRef)
+}
+
+// ReleaseEnd ends it.
+func (o *Observer) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
+	o.end(ctx, string(e.Outcome), e.Err)
+}
+
+// ExtendStart opens the span redislock.extend.
+func (o *Observer) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
+	return o.start(ctx, "redislock.extend", e.LockRef, renewal(e.Auto))
+}
+
+// ExtendEnd counts redislock.extend and ends the span.
+func (o *Observer) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
+	o.extend.Add(ctx, 1, o.set(e.LockRef, renewal(e.Auto), AttrResult.String(string(e.Outcome))))
+	o.end(ctx, string(e.Outcome), e.Err)
+}
+
+// HoldEnd records redislock.hold.duration and redislock.held, and counts
+// redislock.lost for a loss.
+func (o *Observer) HoldEnd(e redislock.HoldEndEvent) {
+	ctx := context.Background()
+	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e.LockRef, AttrReason.String(string(e.Reason))))
+	o.held.Add(ctx, -1, o.set(e.LockRef))
+	if e.Reason != "" {
+		o.lost.Add(ctx, 1, o.set(e.LockRef, AttrReason.String(string(e.Reason))))
+	}
+}
