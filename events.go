@@ -58,8 +58,10 @@ func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg stri
 	all = append(all,
 		slog.String("logger", logger),
 		slog.String("lock", in.Name),
-		slog.String("key", in.Key),
-		slog.String("owner", in.ID))
+		slog.String("key", in.Key))
+	if in.ID != "" {
+		all = append(all, slog.String("owner", in.ID))
+	}
 	all = append(all, attrs...)
 	e.log.LogAttrs(ctx, level, msg, all...)
 }

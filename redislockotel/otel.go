@@ -84,6 +84,10 @@ func WithLockName() Option {
 type Observer struct {
 	tracer   trace.Tracer
 	withName bool
+	// sets holds the measurement options of every attribute combination
+	// known in advance, built once, so that recording allocates nothing
+	// for them; read-only after NewObserver. Empty with WithLockName.
+	sets map[attrPair]metric.MeasurementOption
 
 	acquireDur metric.Float64Histogram
 	holdDur    metric.Float64Histogram
@@ -134,8 +138,38 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redislockotel: %w", err)
 	}
+	if !o.withName {
+		o.sets = map[attrPair]metric.MeasurementOption{}
+		add := func(kvs ...attribute.KeyValue) {
+			p := attrPair{}
+			p.a = kvs[0]
+			if len(kvs) > 1 {
+				p.b = kvs[1]
+			}
+			o.sets[p] = metric.WithAttributeSet(attribute.NewSet(kvs...))
+		}
+		add(attribute.KeyValue{}) // no attribute: redislock.held
+		for _, m := range []bool{true, false} {
+			for _, r := range []redislock.Outcome{redislock.OutcomeAcquired, redislock.OutcomeBusy, redislock.OutcomeTimeout, redislock.OutcomeError} {
+				add(mode(m), AttrResult.String(string(r)))
+			}
+			for _, r := range []redislock.Outcome{redislock.OutcomeExtended, redislock.OutcomeExpired, redislock.OutcomeTakenOver, redislock.OutcomeNotExpirable, redislock.OutcomeError} {
+				add(renewal(m), AttrResult.String(string(r)))
+			}
+		}
+		for _, c := range []redislock.WakeCause{redislock.WakeSignal, redislock.WakeTimeout} {
+			add(AttrCause.String(string(c)))
+		}
+		for _, r := range []redislock.Reason{"", redislock.ReasonExpired, redislock.ReasonTakenOver, redislock.ReasonUnreachable, redislock.ReasonMaxHold, redislock.ReasonNotExpirable, redislock.ReasonOther} {
+			add(AttrReason.String(string(r)))
+		}
+	}
 	return o, nil
 }
+
+// attrPair is the key of a precomputed attribute set: up to two
+// attributes, the second zero when there is one.
+type attrPair struct{ a, b attribute.KeyValue }
 
 func first(err, e error) error {
 	if err != nil {
@@ -167,14 +201,25 @@ func (o *Observer) end(ctx context.Context, result string, err error, attrs ...a
 	span.End()
 }
 
-// set returns the measurement option for attrs, with the lock's name
-// when asked.
-func (o *Observer) set(in redislock.LockRef, attrs ...attribute.KeyValue) metric.MeasurementOption {
+// set returns the measurement option for the attributes a and b (either
+// may be the zero KeyValue: none), with the lock's name when asked.
+func (o *Observer) set(in redislock.LockRef, a, b attribute.KeyValue) metric.MeasurementOption {
+	if opt, ok := o.sets[attrPair{a, b}]; ok {
+		return opt
+	}
+	attrs := make([]attribute.KeyValue, 0, 3)
+	for _, kv := range []attribute.KeyValue{a, b} {
+		if kv.Key != "" {
+			attrs = append(attrs, kv)
+		}
+	}
 	if o.withName {
 		attrs = append(attrs, AttrName.String(in.Name))
 	}
 	return metric.WithAttributes(attrs...)
 }
+
+var none attribute.KeyValue
 
 func mode(blocking bool) attribute.KeyValue {
 	if blocking {
@@ -200,7 +245,7 @@ func (o *Observer) AcquireStart(ctx context.Context, e redislock.AcquireStartEve
 func (o *Observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
 	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.set(e.LockRef, mode(e.Blocking), AttrResult.String(string(e.Outcome))))
 	if e.Outcome == redislock.OutcomeAcquired {
-		o.held.Add(ctx, 1, o.set(e.LockRef))
+		o.held.Add(ctx, 1, o.set(e.LockRef, none, none))
 		o.end(ctx, string(e.Outcome), e.Err, AttrToken.Int64(e.Token))
 		return
 	}
@@ -209,7 +254,7 @@ func (o *Observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) 
 
 // Wakeup counts redislock.wakeups.
 func (o *Observer) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
-	o.wakeups.Add(ctx, 1, o.set(e.LockRef, AttrCause.String(string(e.Cause))))
+	o.wakeups.Add(ctx, 1, o.set(e.LockRef, AttrCause.String(string(e.Cause)), none))
 }
 
 // ReleaseStart opens the span redislock.release.
@@ -237,9 +282,9 @@ func (o *Observer) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
 // redislock.lost for a loss.
 func (o *Observer) HoldEnd(e redislock.HoldEndEvent) {
 	ctx := context.Background()
-	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e.LockRef, AttrReason.String(string(e.Reason))))
-	o.held.Add(ctx, -1, o.set(e.LockRef))
+	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
+	o.held.Add(ctx, -1, o.set(e.LockRef, none, none))
 	if e.Reason != "" {
-		o.lost.Add(ctx, 1, o.set(e.LockRef, AttrReason.String(string(e.Reason))))
+		o.lost.Add(ctx, 1, o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
 	}
 }

@@ -502,3 +502,85 @@ func TestClusterCommands(t *testing.T) {
 		t.Fatalf("reset-all --cluster: exit %d, %q", code, out)
 	}
 }
+
+// --verbose writes the lock's events to stderr, in text or JSON, with
+// python-redis-lock's logger names; a waiting run says who held the lock;
+// status and list name the holding process of a default owner id.
+func TestVerboseAndHolder(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	holder, _ := redislock.New(s.Client(), "nightly", redislock.WithExpire(time.Minute))
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(os.Getpid())
+
+	code, out, _ := runCLI(t, "status", "--redis", url, "nightly")
+	if code != 0 || !strings.Contains(out, "(pid "+pid+" on ") {
+		t.Fatalf("status: exit %d, %q; want the holder's pid %s", code, out, pid)
+	}
+	code, out, _ = runCLI(t, "status", "--redis", url, "--json", "nightly")
+	var st lockStatus
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || strconv.Itoa(st.PID) != pid || st.Host == "" {
+		t.Fatalf("status --json: exit %d, %q; want pid %s and a host", code, out, pid)
+	}
+	if code, out, _ = runCLI(t, "list", "--redis", url); code != 0 || !strings.Contains(out, "HOLDER") || !strings.Contains(out, "pid "+pid) {
+		t.Fatalf("list: exit %d, %q", code, out)
+	}
+
+	// A run that waits for the holder, which is released meanwhile.
+	go func() {
+		// Once the run waits in BLPOP: it has logged who it waits for.
+		for !strings.Contains(s.Client().Info(context.Background(), "clients").Val(), "blocked_clients:1") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		holder.Release(context.Background())
+	}()
+	code, _, errOut := runCLI(t, "run", "-v", "--log-format", "json", "--redis", url, "nightly", "--", "true")
+	if code != 0 {
+		t.Fatalf("run -v: exit %d, %q", code, errOut)
+	}
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("run -v --log-format json: line %q is not JSON: %v", line, err)
+		}
+		lines = append(lines, m)
+	}
+	seen := map[string]bool{}
+	for _, m := range lines {
+		seen[m["logger"].(string)+" "+m["level"].(string)+" "+m["msg"].(string)] = true
+		if m["msg"] == "waiting for lock" {
+			h, _ := m["holder"].(map[string]any)
+			if h["id"] != holder.ID() || fmt.Sprint(h["pid"]) != pid {
+				t.Errorf("waiting line's holder = %v, want id %q and pid %s", m["holder"], holder.ID(), pid)
+			}
+		}
+	}
+	for _, want := range []string{
+		"redis_lock.acquire DEBUG acquiring lock",
+		"redis_lock.acquire INFO waiting for lock",
+		"redis_lock.acquire INFO acquired lock",
+		"redis_lock.refresh.start DEBUG starting renewal",
+		"redis_lock.release DEBUG releasing lock",
+		"redis_lock.refresh.shutdown DEBUG stopping renewal",
+		"redis_lock.refresh.exit DEBUG renewal exited",
+	} {
+		if !seen[want] {
+			t.Errorf("run -v: no line %q among %v", want, seen)
+		}
+	}
+
+	// Text, and the admin commands; nothing without -v.
+	if code, _, errOut = runCLI(t, "reset", "--verbose", "--redis", url, "nightly"); code != 0 || !strings.Contains(errOut, "logger=redis_lock.reset") {
+		t.Fatalf("reset --verbose: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut = runCLI(t, "reset", "--redis", url, "nightly"); code != 0 || errOut != "" {
+		t.Fatalf("reset without -v: exit %d, stderr %q; want nothing", code, errOut)
+	}
+	if code, _, errOut = runCLI(t, "status", "--log-format", "yaml", "--redis", url, "nightly"); code != exitUsage || !strings.Contains(errOut, "--log-format") {
+		t.Fatalf("--log-format yaml: exit %d, %q; want a usage error", code, errOut)
+	}
+}

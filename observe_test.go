@@ -1,0 +1,436 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// logRecorder is a slog.Handler that keeps every record at or above its
+// level, with its attributes flattened ("holder.id").
+type logRecorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	recs  []logLine
+}
+
+type logLine struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (r *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= r.level }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler          { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler               { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	line := logLine{level: rec.Level, msg: rec.Message, attrs: map[string]string{}}
+	var add func(prefix string, a slog.Attr)
+	add = func(prefix string, a slog.Attr) {
+		if a.Value.Kind() == slog.KindGroup {
+			for _, g := range a.Value.Group() {
+				add(prefix+a.Key+".", g)
+			}
+			return
+		}
+		line.attrs[prefix+a.Key] = a.Value.String()
+	}
+	rec.Attrs(func(a slog.Attr) bool { add("", a); return true })
+	r.mu.Lock()
+	r.recs = append(r.recs, line)
+	r.mu.Unlock()
+	return nil
+}
+
+// lines returns the records written so far under the Python logger name.
+func (r *logRecorder) lines(logger string) []logLine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []logLine
+	for _, l := range r.recs {
+		if l.attrs["logger"] == logger {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// find returns the first record of logger at level, waiting up to 5 s
+// for it (a loss is logged by the goroutine that finds it).
+func (r *logRecorder) find(t *testing.T, logger string, level slog.Level, msg string) logLine {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, l := range r.lines(logger) {
+			if l.level == level && strings.Contains(l.msg, msg) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %v line %q of logger %s; have %v", level, msg, logger, r.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *logRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, l := range r.recs {
+		out = append(out, l.level.String()+" "+l.attrs["logger"]+": "+l.msg)
+	}
+	return out
+}
+
+func (r *logRecorder) none(t *testing.T, logger string, level slog.Level) {
+	t.Helper()
+	for _, l := range r.lines(logger) {
+		if l.level == level {
+			t.Fatalf("unexpected %v line of %s: %q %v", level, logger, l.msg, l.attrs)
+		}
+	}
+}
+
+// Every event python-redis-lock logs, at its level and under its logger
+// name, and the ones it does not, on a real server.
+func TestLogEvents(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	rec := &logRecorder{level: slog.LevelDebug}
+	log := slog.New(rec)
+	c := b.client()
+
+	holder := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal(),
+		redislock.WithFencing(), redislock.WithLogger(log))
+	mustAcquire(t, ctx, holder)
+	acquired := rec.find(t, "redis_lock.acquire", slog.LevelInfo, "acquired")
+	for k, want := range map[string]string{"lock": "job", "key": "lock:job", "owner": holder.ID()} {
+		if acquired.attrs[k] != want {
+			t.Errorf("acquired line's %s = %q, want %q", k, acquired.attrs[k], want)
+		}
+	}
+	if acquired.attrs["wait"] == "" || acquired.attrs["token"] == "" || acquired.attrs["token"] == "0" {
+		t.Errorf("acquired line's wait, token = %q, %q; want both", acquired.attrs["wait"], acquired.attrs["token"])
+	}
+	rec.find(t, "redis_lock.acquire", slog.LevelDebug, "acquiring")
+	start := rec.find(t, "redis_lock.refresh.start", slog.LevelDebug, "starting renewal")
+	if start.attrs["interval"] == "" {
+		t.Errorf("renewal start line without interval: %v", start.attrs)
+	}
+	rec.find(t, "redis_lock.refresh.thread", slog.LevelDebug, "renewing")
+
+	// A non-blocking miss is a warning; a blocking timeout is not.
+	other := mustNew(t, b.client(), "job", redislock.WithLogger(log))
+	if err := other.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("TryAcquire() = %v, want ErrLocked", err)
+	}
+	miss := rec.find(t, "redis_lock.acquire", slog.LevelWarn, "failed to acquire")
+	if miss.attrs["owner"] != other.ID() {
+		t.Errorf("miss line's owner = %q, want the trier's %q", miss.attrs["owner"], other.ID())
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := other.Acquire(waitCtx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("Acquire() with 50 ms = %v, want ErrLocked", err)
+	}
+	cancel()
+	if n := len(slices.DeleteFunc(rec.lines("redis_lock.acquire"), func(l logLine) bool { return l.level != slog.LevelWarn })); n != 1 {
+		t.Errorf("%d WARN lines of redis_lock.acquire, want 1 (the non-blocking miss only)", n)
+	}
+	// The blocking waiter said who it waited for.
+	waiting := rec.find(t, "redis_lock.acquire", slog.LevelInfo, "waiting")
+	if waiting.attrs["holder.id"] != holder.ID() || waiting.attrs["holder.host"] == "" || waiting.attrs["holder.pid"] == "" {
+		t.Errorf("waiting line's holder = %v, want the holder's id %q, host and pid", waiting.attrs, holder.ID())
+	}
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.find(t, "redis_lock.release", slog.LevelDebug, "releasing")
+	rec.find(t, "redis_lock.refresh.shutdown", slog.LevelDebug, "stopping renewal")
+	rec.find(t, "redis_lock.refresh.exit", slog.LevelDebug, "renewal exited")
+	rec.none(t, "redis_lock.lost", slog.LevelError)
+	rec.none(t, "redis_lock.release", slog.LevelWarn)
+
+	// Reset, then a Release that finds the key gone: INFO, then WARN.
+	mustAcquire(t, ctx, holder)
+	if err := holder.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reset := rec.find(t, "redis_lock.reset", slog.LevelInfo, "reset lock")
+	if reset.attrs["count"] != "1" || reset.attrs["lock"] != "job" {
+		t.Errorf("reset line = %v, want lock job, count 1", reset.attrs)
+	}
+	// The Reset is a loss for the holder's tracked hold.
+	lost := rec.find(t, "redis_lock.lost", slog.LevelError, "lock lost")
+	if lost.attrs["reason"] != "expired" || lost.attrs["owner"] != holder.ID() || lost.attrs["error"] == "" {
+		t.Errorf("lost line = %v, want reason expired, the holder's id and the error", lost.attrs)
+	}
+	if err := holder.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Release() after Reset = %v, want ErrNotAcquired", err)
+	}
+
+	mustAcquire(t, ctx, other)
+	n, err := redislock.ResetAll(ctx, c, redislock.WithLogger(log))
+	if err != nil || n != 1 {
+		t.Fatalf("ResetAll() = %d, %v; want 1, nil", n, err)
+	}
+	all := rec.find(t, "redis_lock.reset", slog.LevelInfo, "reset all")
+	if all.attrs["count"] != "1" {
+		t.Errorf("reset all line = %v, want count 1", all.attrs)
+	}
+}
+
+// A Release that finds the lock taken by another owner warns.
+func TestLogReleaseOfTakenLock(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	rec := &logRecorder{level: slog.LevelWarn}
+	l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithTracking(false), redislock.WithLogger(slog.New(rec)))
+	mustAcquire(t, ctx, l)
+	if err := b.client().Set(ctx, l.Key(), "someone-else", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Release() = %v, want ErrNotAcquired", err)
+	}
+	w := rec.find(t, "redis_lock.release", slog.LevelWarn, "no longer ours")
+	if w.attrs["outcome"] != "taken_over" {
+		t.Errorf("release warning = %v, want outcome taken_over", w.attrs)
+	}
+	rec.find(t, "redis_lock.lost", slog.LevelError, "lock lost")
+}
+
+// A renewal that fails is a warning with the error and the time left; an
+// acquire whose reply was lost is given back with a warning.
+func TestLogRenewalFailureAndGiveback(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	rec := &logRecorder{level: slog.LevelWarn}
+	log := slog.New(rec)
+	c := b.client()
+	var failExtend, failAcquire sync.Once
+	injected := errors.New("injected: connection reset")
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		switch scriptOf(cmd) {
+		case "extend":
+			fail := false
+			failExtend.Do(func() { fail = true })
+			if fail {
+				cmd.SetErr(injected) // not sent: a renewal that failed
+				return injected
+			}
+		case "acquire":
+			err := next(ctx, cmd)
+			if err != nil {
+				return err // NOSCRIPT: the EVAL that follows is the one
+			}
+			fail := false
+			failAcquire.Do(func() { fail = true })
+			if fail {
+				cmd.SetErr(io.ErrUnexpectedEOF) // ran, and its reply was lost
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		return next(ctx, cmd)
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal(), redislock.WithTracking(false), redislock.WithLogger(log))
+	if err := l.Acquire(ctx); err == nil {
+		t.Fatal("Acquire() with a lost reply = nil, want its error")
+	}
+	rec.find(t, "redis_lock.acquire", slog.LevelWarn, "giving back")
+	if err := l.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, ctx, l)
+	w := rec.find(t, "redis_lock.refresh.thread", slog.LevelWarn, "renewal failed")
+	if !strings.Contains(w.attrs["error"], "injected") || w.attrs["left"] == "" {
+		t.Errorf("renewal warning = %v, want the error and the time left", w.attrs)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() = %v (the retried renewal kept the lock)", err)
+	}
+	rec.none(t, "redis_lock.lost", slog.LevelError)
+}
+
+// recorder is an Observer that keeps every event, in order.
+type recorder struct {
+	mu     sync.Mutex
+	events []any
+}
+
+type ctxMark struct{}
+
+func (r *recorder) add(e any) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
+	r.add(e)
+	return context.WithValue(ctx, ctxMark{}, "acquire")
+}
+func (r *recorder) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
+	if ctx.Value(ctxMark{}) != "acquire" {
+		panic("AcquireEnd without AcquireStart's context")
+	}
+	r.add(e)
+}
+func (r *recorder) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
+	if ctx.Value(ctxMark{}) != "acquire" {
+		panic("Wakeup without AcquireStart's context")
+	}
+	r.add(e)
+}
+func (r *recorder) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
+	r.add(e)
+	return context.WithValue(ctx, ctxMark{}, "release")
+}
+func (r *recorder) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
+	if ctx.Value(ctxMark{}) != "release" {
+		panic("ReleaseEnd without ReleaseStart's context")
+	}
+	r.add(e)
+}
+func (r *recorder) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
+	r.add(e)
+	return context.WithValue(ctx, ctxMark{}, "extend")
+}
+func (r *recorder) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
+	if ctx.Value(ctxMark{}) != "extend" {
+		panic("ExtendEnd without ExtendStart's context")
+	}
+	r.add(e)
+}
+func (r *recorder) HoldEnd(e redislock.HoldEndEvent) { r.add(e) }
+
+func (r *recorder) take() []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	return out
+}
+
+// The observer sees each call's events, in order, with their outcomes, on
+// both backends.
+func TestObserverEvents(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		obs := &recorder{}
+		holder := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithObserver(obs))
+		waiter := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithObserver(obs))
+
+		mustAcquire(t, ctx, holder)
+		ev := obs.take()
+		if len(ev) != 2 {
+			t.Fatalf("Acquire: %d events %v, want start and end", len(ev), ev)
+		}
+		end := ev[1].(redislock.AcquireEndEvent)
+		if !ev[0].(redislock.AcquireStartEvent).Blocking || end.Outcome != redislock.OutcomeAcquired || end.Token <= 0 || end.ID != holder.ID() || end.Name != "job" {
+			t.Fatalf("Acquire events = %+v, want blocking, acquired with a token, the holder's id", ev)
+		}
+
+		if err := waiter.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatal(err)
+		}
+		if end := obs.take()[1].(redislock.AcquireEndEvent); end.Outcome != redislock.OutcomeBusy || end.Blocking {
+			t.Fatalf("TryAcquire miss: %+v, want busy, not blocking", end)
+		}
+		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		err := waiter.Acquire(short)
+		cancel()
+		if !errors.Is(err, redislock.ErrLocked) {
+			t.Fatal(err)
+		}
+		ev = obs.take()
+		if end := ev[len(ev)-1].(redislock.AcquireEndEvent); end.Outcome != redislock.OutcomeTimeout {
+			t.Fatalf("Acquire timeout: %+v, want timeout", end)
+		}
+		if err := waiter.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obs.take()
+
+		if err := holder.Extend(ctx, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ev = obs.take()
+		if e := ev[1].(redislock.ExtendEndEvent); e.Auto || e.By != 2*time.Minute || e.Outcome != redislock.OutcomeExtended {
+			t.Fatalf("Extend: %+v, want manual, 2m, extended", e)
+		}
+
+		got := make(chan error, 1)
+		go func() { got <- waiter.Acquire(ctx) }()
+		if b.mini == nil {
+			waitBlocked(t, b.client(), 1)
+		} else {
+			time.Sleep(50 * time.Millisecond) // miniredis has no blocked-client count
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		var woken, released, heldEnd bool
+		for _, e := range obs.take() {
+			switch e := e.(type) {
+			case redislock.WakeupEvent:
+				woken = woken || e.Cause == redislock.WakeSignal
+			case redislock.ReleaseEndEvent:
+				released = e.Outcome == redislock.OutcomeReleased && e.Held > 0 && e.ID == holder.ID()
+			case redislock.HoldEndEvent:
+				if e.ID == holder.ID() {
+					heldEnd = errors.Is(e.Err, redislock.ErrReleased) && e.Reason == "" && e.Token > 0
+				}
+			}
+			kinds = append(kinds, fmt.Sprintf("%T", e))
+		}
+		if !woken || !released || !heldEnd {
+			t.Fatalf("hand-off events %v: woken by a signal %v, released %v, the hold's end %v; want all", kinds, woken, released, heldEnd)
+		}
+
+		if b.mini != nil {
+			return // miniredis has no client tracking: the loss would wait for the deadline
+		}
+		// A loss: the key deleted under the waiter's tracked hold.
+		if err := b.client().Del(ctx, waiter.Key()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		<-waiter.Done()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var lost *redislock.HoldEndEvent
+			for _, e := range obs.take() {
+				if e, ok := e.(redislock.HoldEndEvent); ok {
+					lost = &e
+				}
+			}
+			if lost != nil {
+				if lost.Reason != redislock.ReasonExpired || !errors.Is(lost.Err, redislock.ErrLost) {
+					t.Fatalf("loss: %+v, want reason expired and ErrLost", lost)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no HoldEnd 5 s after the loss")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}

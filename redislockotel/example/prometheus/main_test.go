@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { redislock.CloseTrackers() }))
+}
+
+// The example serves the lock's metrics on /metrics over loopback HTTP, and
+// a scrape finds every series, with their attributes as labels.
+func TestScrapeFindsTheSeries(t *testing.T) {
+	s := redistest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, ln, s.Client(), 3) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run() = %v", err)
+		}
+	}()
+
+	want := []string{
+		`redislock_acquire_duration_seconds_bucket{`,
+		`redislock_mode="blocking"`,
+		`redislock_result="acquired"`,
+		`redislock_name="report"`,
+		`redislock_hold_duration_seconds_count{`,
+		`redislock_held{`,
+		`redislock_wakeups_total{`,
+		`redislock_cause="signal"`,
+	}
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		body = scrape(t, "http://"+ln.Addr().String()+"/metrics")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the scrape after 10 s:\n%s", missing, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
