@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -295,4 +297,45 @@ func ExampleCheck() {
 	}
 	fmt.Println("safe for locks:", report.OK())
 	// Output: safe for locks: true
+}
+
+// Logging a lock's events through log/slog, with python-redis-lock's
+// logger names in the attribute "logger". (The time is left out here so
+// that the output is the same on every run.)
+func ExampleWithLogger() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelInfo,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "wait" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	lock, err := redislock.New(client, "nightly-report", redislock.WithID("worker-1"), redislock.WithLogger(logger))
+	if err != nil {
+		panic(err)
+	}
+	if err := lock.Acquire(ctx); err != nil {
+		panic(err)
+	}
+	lock.Release(ctx)
+	// Output:
+	// level=INFO msg="acquired lock" logger=redis_lock.acquire lock=nightly-report key=lock:nightly-report owner=worker-1 token=0
+}
+
+// Which process holds a lock, from a default owner id.
+func ExampleParseOwner() {
+	if o, ok := redislock.ParseOwner("web-1:8587:db3734ce-9c56-4914-8db7-3cf6873f1e1f"); ok {
+		fmt.Printf("pid %d on %s\n", o.PID, o.Host)
+	}
+	_, ok := redislock.ParseOwner("worker-1") // an id given with WithID
+	fmt.Println(ok)
+	// Output:
+	// pid 8587 on web-1
+	// false
 }
