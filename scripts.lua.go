@@ -34,6 +34,10 @@ var (
 	//go:embed lua/giveback.lua
 	givebackLua    string
 	givebackScript = redis.NewScript(givebackLua)
+
+	//go:embed lua/store.lua
+	storeLua    string
+	storeScript = redis.NewScript(storeLua)
 )
 
 // evalShaCmd returns the whole EVALSHA command line of script s with keys

@@ -17,6 +17,7 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,7 @@ type config struct {
 	// The mixed-fleet workload (mixed.go): length of each run.
 	mixedDuration time.Duration
 	onlyMixed     bool // run the mixed-fleet workload alone, print it, write nothing
+	onlyCache     bool // run the cache-stampede workload alone, print it, write nothing
 	out           string
 	chart         string
 }
@@ -45,6 +47,7 @@ func main() {
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
 	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
@@ -71,6 +74,10 @@ func run(cfg config) error {
 	rep := &report{cfg: cfg, started: time.Now(), redisVersion: srv.version}
 
 	log.Printf("redis-server %s on %s; %d repeats", srv.version, srv.addr, cfg.repeats)
+	if cfg.onlyCache {
+		_, err := runCache(ctx, srv.addr, cfg)
+		return err
+	}
 	if cfg.onlyMixed {
 		cases, err := runMixed(ctx, srv.addr, cfg)
 		if err != nil {
@@ -135,6 +142,9 @@ func run(cfg config) error {
 		return err
 	}
 	rep.mixed = mixedCases
+	if rep.cache, err = runCache(ctx, srv.addr, cfg); err != nil {
+		return err
+	}
 	rep.finished = time.Now()
 	if err := os.WriteFile(cfg.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
@@ -151,6 +161,11 @@ func run(cfg config) error {
 	for _, c := range rep.mixed {
 		if v := c.violations(); v != 0 {
 			return fmt.Errorf("mixed %d Go + %d Python, pause %v: %d acquisitions found another holder inside", c.goN, c.pyN, c.pause, v)
+		}
+	}
+	for _, c := range rep.cache {
+		if w := maxWrong(c.runs); w != 0 && strings.HasPrefix(c.name, "go-redis-lock") {
+			return fmt.Errorf("%s: %d callers got no value or a wrong one", c.name, w)
 		}
 	}
 	return nil

@@ -16,8 +16,9 @@ type report struct {
 	ping              []time.Duration
 	raw               []cycles
 	results           []*contenderResult
-	renewals          []renewalCost // the tracking workload: off, then on
-	mixed             []*mixedCase  // the mixed-fleet workload
+	renewals          []renewalCost  // the tracking workload: off, then on
+	mixed             []*mixedCase   // the mixed-fleet workload
+	cache             []*cacheResult // the cache-stampede workload
 }
 
 func cpuModel() string {
@@ -100,6 +101,7 @@ func (r *report) markdown() string {
 	}
 	r.trackingSection(&b)
 	r.mixedSection(&b)
+	r.cacheSection(&b)
 	fmt.Fprintf(&b, "\n![chart](chart.svg)\n")
 	return b.String()
 }

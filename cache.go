@@ -1,0 +1,478 @@
+package redislock
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Cache computes a missing value once across every process: the Go form
+// of python-redis-lock's locked_get_or_set. A miss takes the lock
+// "get_or_set:<key>" (python-redis-lock's name for it, under the lock
+// prefix, so that Python and Go fillers of one key exclude each other),
+// reads the key again, calls the compute function and stores its value;
+// every other caller waits on the lock's signal, never polling, and reads
+// the value when the computer releases. See GetOrCompute.
+//
+// A Cache is safe for concurrent use and holds no connection of its own.
+// With WithStaleAfter it starts refresh goroutines; Close waits for them.
+type Cache struct {
+	client redis.UniversalClient
+	cfg    cacheConfig
+
+	flights flightGroup // one read-or-compute per key in this process
+
+	mu         sync.Mutex
+	refreshing map[string]bool // keys with a refresh goroutine of ours
+	closed     bool
+	wg         sync.WaitGroup
+	stop       context.CancelFunc // cancels refresh goroutines (Close)
+	stopCtx    context.Context
+}
+
+// Result says where GetOrCompute's value came from.
+type Result int
+
+const (
+	// CacheHit: the value was in Redis.
+	CacheHit Result = iota + 1
+	// CacheComputed: this call computed and stored it.
+	CacheComputed
+	// CacheShared: another caller computed it while this one waited (in
+	// this process or another).
+	CacheShared
+	// CacheStale: the value is past its soft TTL (WithStaleAfter); it was
+	// returned at once and one refresh runs in the background.
+	CacheStale
+)
+
+func (r Result) String() string {
+	switch r {
+	case CacheHit:
+		return "hit"
+	case CacheComputed:
+		return "computed"
+	case CacheShared:
+		return "shared"
+	case CacheStale:
+		return "stale"
+	}
+	return "Result(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ErrNoValue is what a compute function returns to say that the value does
+// not exist. GetOrCompute returns it (wrapped); with WithNegativeTTL the
+// absence is cached, and later calls return ErrNoValue without computing
+// until that TTL runs out.
+var ErrNoValue = errors.New("redislock: cache: no such value")
+
+// Cache argument errors; each matches ErrInvalidArgument.
+var (
+	// ErrInvalidCacheOption is returned by NewCache for a negative
+	// duration, a jitter outside [0, 1], or lock options New refuses.
+	ErrInvalidCacheOption = invalid("cache option: durations must not be negative, jitter must be in [0, 1]")
+	// ErrInvalidCacheCall is returned by GetOrCompute for an empty key, a
+	// TTL below 1 ms or a nil function, before anything is sent.
+	ErrInvalidCacheCall = invalid("cache call: the key must not be empty, the TTL at least 1ms, the function not nil")
+	// ErrCacheClosed is returned by GetOrCompute after Close.
+	ErrCacheClosed = errors.New("redislock: cache closed")
+)
+
+// A CacheOption configures NewCache.
+type CacheOption func(*cacheConfig)
+
+type cacheConfig struct {
+	lockOpts       []Option
+	negativeTTL    time.Duration
+	staleAfter     time.Duration
+	jitter         float64
+	refreshTimeout time.Duration
+}
+
+// Defaults of the cache's lock and refresh.
+const (
+	// DefaultCacheLockExpire is the expire of a cache's lock, renewed while
+	// the compute runs, unless WithCacheLockOptions sets another.
+	DefaultCacheLockExpire = 10 * time.Second
+	// DefaultRefreshTimeout bounds a background refresh (WithStaleAfter).
+	DefaultRefreshTimeout = 30 * time.Second
+)
+
+// WithCacheLockOptions adds options of the lock taken on a miss (see New):
+// WithKeyPrefix, WithExpire, WithFencing, WithReplicaAck, WithLogger...
+// The defaults are WithExpire(DefaultCacheLockExpire) and WithAutoRenewal:
+// the lock is renewed while the compute runs.
+func WithCacheLockOptions(opts ...Option) CacheOption {
+	return func(c *cacheConfig) { c.lockOpts = append(c.lockOpts, opts...) }
+}
+
+// WithNegativeTTL caches a compute's ErrNoValue for d. The default, 0,
+// caches nothing: the next call computes again.
+func WithNegativeTTL(d time.Duration) CacheOption {
+	return func(c *cacheConfig) { c.negativeTTL = d }
+}
+
+// WithStaleAfter turns on stale-while-revalidate: a value older than d
+// (its soft TTL, inside the hard TTL given to GetOrCompute) is returned at
+// once as CacheStale, and one caller in all processes (the one whose
+// TryAcquire of the lock wins) refreshes it on a goroutine of its own,
+// bounded by WithRefreshTimeout. Ages are read from the key's TTL on the
+// server, never from a client's clock. The default, 0, is off: a value is
+// fresh until its hard TTL removes it.
+func WithStaleAfter(d time.Duration) CacheOption {
+	return func(c *cacheConfig) { c.staleAfter = d }
+}
+
+// WithTTLJitter stores each value for its TTL times a random factor in
+// [1, 1+f), so that values computed together do not all expire together.
+// The default is 0: no jitter. f must be in [0, 1].
+func WithTTLJitter(f float64) CacheOption {
+	return func(c *cacheConfig) { c.jitter = f }
+}
+
+// WithRefreshTimeout bounds each background refresh (WithStaleAfter): its
+// compute function's context ends after d, and the refresh gives up. The
+// default is DefaultRefreshTimeout.
+func WithRefreshTimeout(d time.Duration) CacheOption {
+	return func(c *cacheConfig) { c.refreshTimeout = d }
+}
+
+// NewCache returns a Cache on client. It sends nothing; a bad option is
+// an error matching ErrInvalidArgument. On a *redis.ClusterClient it
+// returns ErrUnsupportedClient: the value key and the lock key are in
+// different slots, and the store must check the lock in the same script.
+func NewCache(client redis.UniversalClient, opts ...CacheOption) (*Cache, error) {
+	if client == nil {
+		return nil, fmt.Errorf("cache: %w", ErrNilClient)
+	}
+	if err := checkClient(client); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if _, ok := client.(*redis.ClusterClient); ok {
+		return nil, fmt.Errorf("cache: %w (a value and its lock are in different slots)", ErrUnsupportedClient)
+	}
+	c := cacheConfig{refreshTimeout: DefaultRefreshTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	if c.negativeTTL < 0 || c.staleAfter < 0 || c.refreshTimeout <= 0 || c.jitter < 0 || c.jitter > 1 || c.jitter != c.jitter {
+		return nil, fmt.Errorf("cache: %w", ErrInvalidCacheOption)
+	}
+	c.lockOpts = append([]Option{WithExpire(DefaultCacheLockExpire), WithAutoRenewal()}, c.lockOpts...)
+	if _, err := New(client, "get_or_set:x", c.lockOpts...); err != nil {
+		return nil, fmt.Errorf("cache: %w: %w", ErrInvalidCacheOption, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Cache{client: client, cfg: c, refreshing: map[string]bool{}, stop: cancel, stopCtx: ctx}, nil
+}
+
+// Close cancels the background refreshes and waits for them to end, as
+// long as ctx allows. GetOrCompute returns ErrCacheClosed afterwards.
+func (c *Cache) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stop()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cache: close: %w", ctx.Err())
+	}
+}
+
+// LockName is the name of the lock a miss of key takes:
+// python-redis-lock's "get_or_set:<key>".
+func LockName(key string) string { return "get_or_set:" + key }
+
+// GetOrCompute returns the value of key: from Redis when it is there
+// (CacheHit), else computed by fn and stored for ttl (CacheComputed), or
+// computed meanwhile by another caller while this one waited for the lock
+// (CacheShared).
+//
+// On a miss it takes the lock LockName(key), waiting as Acquire does (on
+// the lock's signal, never polling) for as long as ctx allows, then reads
+// key again, and only if it is still missing calls fn, with the lock
+// renewed while fn runs. fn's context is ctx's, and is also cancelled when
+// the lock is lost (context.Cause matches ErrLost). The value is stored
+// by a script that first checks that the lock still holds this caller's
+// id: a compute that lost its lock stores nothing and returns an error
+// matching ErrLost, so a late computer never overwrites a newer value.
+//
+// fn's error is returned, wrapped, and nothing is stored; the lock is
+// released, which wakes one waiting caller, who computes next (the others
+// keep waiting for its result). An fn returning ErrNoValue is cached for
+// WithNegativeTTL when set. In one process, concurrent calls for one key
+// share a single read-or-compute: the others get its value (CacheShared
+// when it was computed) or its error.
+//
+// It returns ErrInvalidCacheCall, sending nothing, for an empty key, a
+// ttl below 1 ms, or a nil fn; ErrLocked with ctx's error when ctx ends
+// while waiting; Redis errors wrapped.
+func (c *Cache) GetOrCompute(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) ([]byte, Result, error) {
+	if key == "" || ttl < time.Millisecond || fn == nil {
+		return nil, 0, fmt.Errorf("cache %q: %w", key, ErrInvalidCacheCall)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, 0, fmt.Errorf("cache %q: %w", key, ErrCacheClosed)
+	}
+	for {
+		v, res, err, shared := c.flights.do(ctx, key, func() ([]byte, Result, error) {
+			return c.getOrCompute(ctx, key, ttl, fn)
+		})
+		if !shared {
+			return v, res, err
+		}
+		if err != nil && isCtxErr(err) && ctx.Err() == nil {
+			continue // the call we shared gave up with its own context: ours goes on
+		}
+		if res == CacheComputed {
+			res = CacheShared
+		}
+		return v, res, err
+	}
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Stored values: a type byte, then for a value the hard TTL it was stored
+// with (8 bytes, big-endian milliseconds: its age is that less the key's
+// PTTL, both the server's) and the bytes fn returned; for an absence
+// (ErrNoValue), nothing more.
+const (
+	tagValue  = 'v'
+	tagAbsent = 'n'
+)
+
+func encodeValue(v []byte, ttl time.Duration) []byte {
+	b := make([]byte, 9+len(v))
+	b[0] = tagValue
+	binary.BigEndian.PutUint64(b[1:9], uint64(ttl.Milliseconds()))
+	copy(b[9:], v)
+	return b
+}
+
+// entry is what a read of the value key found.
+type entry struct {
+	found  bool
+	absent bool // a cached ErrNoValue
+	value  []byte
+	age    time.Duration // since it was stored, by the server's TTL
+}
+
+var errBadEntry = errors.New("redislock: cache: value key holds something GetOrCompute did not store")
+
+// read gets key and its TTL in one round trip.
+func (c *Cache) read(ctx context.Context, key string) (entry, error) {
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, pttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return entry{}, nil
+	}
+	if err != nil {
+		return entry{}, err
+	}
+	b, _ := get.Bytes()
+	switch {
+	case len(b) == 1 && b[0] == tagAbsent:
+		return entry{found: true, absent: true}, nil
+	case len(b) >= 9 && b[0] == tagValue:
+		e := entry{found: true, value: b[9:]}
+		if left := pttl.Val(); left > 0 {
+			stored := time.Duration(binary.BigEndian.Uint64(b[1:9])) * time.Millisecond
+			e.age = max(stored-left, 0)
+		}
+		return e, nil
+	}
+	return entry{}, fmt.Errorf("%w (%q)", errBadEntry, key)
+}
+
+// answer turns an entry into GetOrCompute's result.
+func (e entry) answer(key string, res Result) ([]byte, Result, error) {
+	if e.absent {
+		return nil, res, fmt.Errorf("cache %q: %w", key, ErrNoValue)
+	}
+	return e.value, res, nil
+}
+
+func (c *Cache) getOrCompute(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) ([]byte, Result, error) {
+	e, err := c.read(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cache %q: read: %w", key, err)
+	}
+	if e.found {
+		if c.cfg.staleAfter > 0 && !e.absent && e.age >= c.cfg.staleAfter {
+			c.refresh(key, ttl, fn)
+			return e.value, CacheStale, nil
+		}
+		return e.answer(key, CacheHit)
+	}
+	l, err := New(c.client, LockName(key), c.cfg.lockOpts...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cache %q: %w", key, err)
+	}
+	waited := false
+	h, err := l.run(ctx, false)
+	if errors.Is(err, ErrLocked) && ctx.Err() == nil {
+		waited = true
+		h, err = l.run(ctx, true)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("cache %q: %w", key, err)
+	}
+	return c.computeHeld(ctx, l, h, key, ttl, fn, waited)
+}
+
+// computeHeld runs under hold h of l: it reads key again, and computes and
+// stores it if it is still missing.
+func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error), waited bool) ([]byte, Result, error) {
+	var (
+		res Result
+		got entry
+	)
+	err := l.runHeld(ctx, h, func(fctx context.Context) error {
+		e, err := c.read(fctx, key)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if e.found && (c.cfg.staleAfter == 0 || e.age < c.cfg.staleAfter) {
+			got, res = e, CacheHit
+			if waited {
+				res = CacheShared
+			}
+			return nil
+		}
+		v, ferr := fn(fctx)
+		if cause := context.Cause(fctx); errors.Is(cause, ErrLost) {
+			return cause // whatever fn returned: it is not ours to store
+		}
+		var stored []byte
+		storeTTL := ttl
+		switch {
+		case errors.Is(ferr, ErrNoValue) && c.cfg.negativeTTL > 0:
+			stored, storeTTL = []byte{tagAbsent}, c.cfg.negativeTTL
+			got = entry{found: true, absent: true}
+		case ferr != nil:
+			return ferr
+		default:
+			if c.cfg.jitter > 0 {
+				storeTTL += time.Duration(rand.Float64() * c.cfg.jitter * float64(ttl))
+			}
+			stored = encodeValue(v, storeTTL)
+			got = entry{found: true, value: v}
+		}
+		ok, err := storeScript.Run(fctx, c.client, []string{l.keys[0], key},
+			h.id, stored, strconv.FormatInt(max(storeTTL.Milliseconds(), 1), 10)).Int()
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if ok != 1 {
+			return fmt.Errorf("store: %w: %w", ErrLost, ErrTakenOver)
+		}
+		res = CacheComputed
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("cache %q: %w", key, err)
+	}
+	return got.answer(key, res)
+}
+
+// refresh starts, unless this process already runs one for key, a
+// goroutine that takes the lock without waiting and, if it wins,
+// recomputes key. It lives at most WithRefreshTimeout, and ends at Close.
+func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) {
+	c.mu.Lock()
+	if c.closed || c.refreshing[key] {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshing[key] = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.refreshing, key)
+			c.mu.Unlock()
+			c.wg.Done()
+		}()
+		ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.refreshTimeout)
+		defer cancel()
+		l, err := New(c.client, LockName(key), c.cfg.lockOpts...)
+		if err != nil {
+			return
+		}
+		h, err := l.run(ctx, false)
+		if err != nil {
+			return // another caller refreshes it (or Redis failed: the next stale read tries again)
+		}
+		_, _, _ = c.computeHeld(ctx, l, h, key, ttl, fn, false)
+		_ = l.Settle(ctx)
+	}()
+}
+
+var errFlightPanicked = errors.New("redislock: cache: the compute this call shared panicked")
+
+// flightGroup runs one call per key at a time in this process; callers
+// that come while it runs wait for its result.
+type flightGroup struct {
+	mu    sync.Mutex
+	calls map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	v    []byte
+	res  Result
+	err  error
+}
+
+// do runs f for key unless a call for key is running, in which case it
+// waits for that call's result (shared true), or for ctx to end.
+func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Result, error)) (v []byte, res Result, err error, shared bool) {
+	g.mu.Lock()
+	if g.calls == nil {
+		g.calls = map[string]*flight{}
+	}
+	if fl, ok := g.calls[key]; ok {
+		g.mu.Unlock()
+		select {
+		case <-fl.done:
+			return fl.v, fl.res, fl.err, true
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, ErrLocked, ctx.Err()), false
+		}
+	}
+	fl := &flight{done: make(chan struct{}), err: errFlightPanicked} // until f returns
+	g.calls[key] = fl
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.calls, key)
+		g.mu.Unlock()
+		close(fl.done)
+	}()
+	fl.v, fl.res, fl.err = f()
+	return fl.v, fl.res, fl.err, false
+}

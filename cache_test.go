@@ -1,0 +1,431 @@
+package redislock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+func mustCache(t testing.TB, c redis.UniversalClient, opts ...redislock.CacheOption) *redislock.Cache {
+	t.Helper()
+	cache, err := redislock.NewCache(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close(context.Background()) })
+	return cache
+}
+
+// 8 processes × 32 goroutines ask for one cold key whose compute takes
+// 200 ms: it runs once, every caller gets the value, and each process
+// sends a handful of round trips while it waits, not a polling loop.
+func TestCacheComputesOnceAcrossProcesses(t *testing.T) {
+	b := realBackend(t)
+	s := b.client()
+	addr := s.Options().Addr
+	const procs, goroutines = 8, 32
+	var cmds []*exec0
+	for range procs {
+		cmd := worker(t, "cache", "W_ADDR="+addr, "W_NAME=report", "W_GOROUTINES="+strconv.Itoa(goroutines))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		cmds = append(cmds, &exec0{cmd: cmd, out: bufio.NewReader(out)})
+	}
+	results := map[string]int{}
+	var sents []int
+	defer func() { t.Logf("round trips per process: %v; results %v", sents, results) }()
+	for i, w := range cmds {
+		lines := w.lines(t)
+		if len(lines) != goroutines+2 || lines[0] != "ready" {
+			t.Fatalf("worker %d printed %q", i, lines)
+		}
+		for _, l := range lines[1 : goroutines+1] {
+			res, rest, _ := strings.Cut(l, " ")
+			if rest != `"the value" <nil>` {
+				t.Fatalf("worker %d: a caller got %q", i, l)
+			}
+			results[res]++
+		}
+		sent, _ := strconv.Atoi(strings.TrimPrefix(lines[goroutines+1], "sent "))
+		sents = append(sents, sent)
+		// A read (1), a try (1), the wait with its try (1 per slice, at
+		// most 2 s each), the read after (1), the release (1), the
+		// process's tracker (a few): no polling.
+		if sent > 15 {
+			t.Errorf("worker %d sent %d round trips for one key, want a handful", i, sent)
+		}
+	}
+	if n, _ := s.Get(context.Background(), "report:computes").Int(); n != 1 {
+		t.Fatalf("the compute ran %d times, want once", n)
+	}
+	if results["computed"] != 1 || results["computed"]+results["shared"]+results["hit"] != procs*goroutines {
+		t.Fatalf("results %v: want 1 computed and the rest shared or hit", results)
+	}
+}
+
+// exec0 is a started worker and its output.
+type exec0 struct {
+	cmd interface{ Wait() error }
+	out *bufio.Reader
+}
+
+func (w *exec0) lines(t *testing.T) []string {
+	t.Helper()
+	var lines []string
+	for {
+		l, err := w.out.ReadString('\n')
+		if l != "" {
+			lines = append(lines, strings.TrimSuffix(l, "\n"))
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err := w.cmd.Wait(); err != nil {
+		t.Fatalf("worker: %v (printed %q)", err, lines)
+	}
+	return lines
+}
+
+// A failing compute: nothing is stored, the callers that shared it get its
+// error, and the next caller computes once.
+func TestCacheFailingCompute(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		cache := mustCache(t, b.client())
+		boom := errors.New("boom")
+		started, finish := make(chan struct{}), make(chan struct{})
+		var computes atomic.Int32
+		failing := func(ctx context.Context) ([]byte, error) {
+			computes.Add(1)
+			close(started)
+			<-finish
+			return nil, boom
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 5)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _, errs[0] = cache.GetOrCompute(ctx, "k", time.Minute, failing) }()
+		<-started
+		for i := 1; i < 5; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, errs[i] = cache.GetOrCompute(ctx, "k", time.Minute, failing)
+			}()
+		}
+		time.Sleep(50 * time.Millisecond) // let the four join the flight (they share it whenever they come)
+		close(finish)
+		wg.Wait()
+		for i, err := range errs {
+			if !errors.Is(err, boom) {
+				t.Errorf("caller %d: %v, want the compute's error", i, err)
+			}
+		}
+		if n := computes.Load(); n != 1 {
+			t.Fatalf("%d computes, want 1", n)
+		}
+		if n := b.client().Exists(ctx, "k").Val(); n != 0 {
+			t.Fatalf("a failed compute stored a value")
+		}
+		v, res, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("ok"), nil })
+		if err != nil || res != redislock.CacheComputed || string(v) != "ok" {
+			t.Fatalf("next call = %q, %v, %v; want ok, computed", v, res, err)
+		}
+		v, res, err = cache.GetOrCompute(ctx, "k", time.Minute, failing)
+		if err != nil || res != redislock.CacheHit || string(v) != "ok" {
+			t.Fatalf("then = %q, %v, %v; want ok, hit", v, res, err)
+		}
+	})
+}
+
+// A compute whose lock is lost mid-way stores nothing and reports the loss;
+// the value of the next holder stands. Lost as a Reset would (the key
+// deleted), and taken over by another owner.
+func TestCacheLostLockStoresNothing(t *testing.T) {
+	b := realBackend(t)
+	for _, how := range []string{"deleted", "taken"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := ctxT(t)
+			admin := b.client()
+			key := "doc:" + how
+			a := mustCache(t, b.client())
+			other := mustCache(t, b.client())
+			v, res, err := a.GetOrCompute(ctx, key, time.Minute, func(fctx context.Context) ([]byte, error) {
+				lockKey := "lock:" + redislock.LockName(key)
+				switch how {
+				case "deleted":
+					admin.Del(ctx, lockKey)
+					// the next caller computes and stores its value
+					if v, res, err := other.GetOrCompute(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil }); err != nil || res != redislock.CacheComputed || string(v) != "newer" {
+						t.Errorf("the other caller = %q, %v, %v", v, res, err)
+					}
+				case "taken":
+					admin.Set(ctx, lockKey, "someone-else", time.Minute)
+					admin.Set(ctx, key, "v\x00\x00\x00\x00\x00\x00\xea\x60newer", time.Minute) // as GetOrCompute stores it
+				}
+				<-fctx.Done() // the watch tells at once
+				if !errors.Is(context.Cause(fctx), redislock.ErrLost) {
+					t.Errorf("fn's context cause = %v, want ErrLost", context.Cause(fctx))
+				}
+				return []byte("stale"), nil
+			})
+			if !errors.Is(err, redislock.ErrLost) || v != nil {
+				t.Fatalf("GetOrCompute with its lock lost = %q, %v, %v; want an error matching ErrLost", v, res, err)
+			}
+			v, res, err = other.GetOrCompute(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return []byte("recomputed"), nil })
+			if err != nil || string(v) != "newer" || res != redislock.CacheHit {
+				t.Fatalf("after: %q, %v, %v; want the newer value, a hit", v, res, err)
+			}
+		})
+	}
+}
+
+// The store checks the lock in the same script: a compute that never
+// noticed its loss (no watch, fn ignores its context) still stores
+// nothing.
+func TestCacheStoreChecksTheLock(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	admin := b.client()
+	cache := mustCache(t, b.client(), redislock.WithCacheLockOptions(redislock.WithTracking(false)))
+	_, _, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
+		admin.Set(ctx, "lock:"+redislock.LockName("k"), "someone-else", time.Minute)
+		return []byte("late"), nil
+	})
+	if !errors.Is(err, redislock.ErrLost) {
+		t.Fatalf("GetOrCompute = %v, want ErrLost", err)
+	}
+	if n := admin.Exists(ctx, "k").Val(); n != 0 {
+		t.Fatalf("the late compute stored its value")
+	}
+}
+
+// Negative caching: ErrNoValue is cached for WithNegativeTTL, and not at
+// all without it.
+func TestCacheNegative(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		var computes atomic.Int32
+		absent := func(context.Context) ([]byte, error) { computes.Add(1); return nil, redislock.ErrNoValue }
+		plain := mustCache(t, b.client())
+		for range 2 {
+			if _, _, err := plain.GetOrCompute(ctx, "gone", time.Minute, absent); !errors.Is(err, redislock.ErrNoValue) {
+				t.Fatalf("GetOrCompute = %v, want ErrNoValue", err)
+			}
+		}
+		if n := computes.Swap(0); n != 2 {
+			t.Fatalf("without negative TTL: %d computes, want 2", n)
+		}
+		neg := mustCache(t, b.client(), redislock.WithNegativeTTL(time.Minute))
+		for i := range 3 {
+			_, res, err := neg.GetOrCompute(ctx, "gone", time.Minute, absent)
+			want := redislock.CacheHit
+			if i == 0 {
+				want = redislock.CacheComputed
+			}
+			if !errors.Is(err, redislock.ErrNoValue) || res != want {
+				t.Fatalf("call %d = %v, %v; want ErrNoValue, %v", i, res, err, want)
+			}
+		}
+		if n := computes.Load(); n != 1 {
+			t.Fatalf("with negative TTL: %d computes, want 1", n)
+		}
+		if ttl := b.client().PTTL(ctx, "gone").Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("the absence's TTL = %v, want the negative TTL", ttl)
+		}
+	})
+}
+
+// Stale mode: after the soft TTL, 1,000 reads get the stale value at once
+// while exactly one refresh runs; then the fresh value is served.
+func TestCacheStaleWhileRevalidate(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	cache := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond))
+	other := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond)) // another process's
+	var computes atomic.Int32
+	release := make(chan struct{})
+	fn := func(context.Context) ([]byte, error) {
+		n := computes.Add(1)
+		if n > 1 {
+			<-release // the refresh is slow
+		}
+		return []byte("v" + strconv.Itoa(int(n))), nil
+	}
+	if _, res, err := cache.GetOrCompute(ctx, "hot", time.Minute, fn); err != nil || res != redislock.CacheComputed {
+		t.Fatalf("first = %v, %v", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for { // until the soft TTL, on the server's clock, has passed
+		_, res, err := cache.GetOrCompute(ctx, "hot", time.Minute, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == redislock.CacheStale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never stale")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	var stale atomic.Int32
+	for i := range 1000 {
+		c := cache
+		if i%2 == 1 {
+			c = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, res, err := c.GetOrCompute(ctx, "hot", time.Minute, fn)
+			if err == nil && res == redislock.CacheStale && string(v) == "v1" {
+				stale.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := stale.Load(); n != 1000 {
+		t.Fatalf("%d of 1000 reads got the stale value, want all", n)
+	}
+	if n := computes.Load(); n != 2 {
+		t.Fatalf("%d computes during the stale reads, want the first and one refresh", n)
+	}
+	close(release)
+	deadline = time.Now().Add(5 * time.Second)
+	for { // the refresh stores v2, fresh
+		v, res, err := other.GetOrCompute(ctx, "hot", time.Minute, fn)
+		if err == nil && res == redislock.CacheHit && string(v) == "v2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the refresh was let go: %q, %v, %v; want v2, hit", v, res, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := computes.Load(); n != 2 {
+		t.Fatalf("%d computes in all, want 2", n)
+	}
+}
+
+// The wire: a python-redis-lock process holding lock:get_or_set:<key>
+// makes GetOrCompute wait, and a Python waiter is woken by GetOrCompute's
+// release.
+func TestCachePythonInterop(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	admin := b.client()
+	py := pyLock{c: admin, name: redislock.LockName("report"), id: "py-holder", expire: 60}
+	if !py.acquire(ctx, false, 0) {
+		t.Fatal("the Python-style holder did not get the free lock")
+	}
+	cache := mustCache(t, b.client())
+	got := make(chan error, 1)
+	go func() {
+		_, res, err := cache.GetOrCompute(ctx, "report", time.Minute, func(context.Context) ([]byte, error) { return []byte("go"), nil })
+		if err == nil && res != redislock.CacheComputed {
+			err = fmt.Errorf("result %v, want computed", res)
+		}
+		got <- err
+	}()
+	waitBlocked(t, admin, 1)
+	select {
+	case err := <-got:
+		t.Fatalf("GetOrCompute returned %v while Python held the lock", err)
+	default:
+	}
+	if n := py.release(ctx); n != 0 {
+		t.Fatalf("Python release = %d", n)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+
+	// Python waits (BLPOP on the signal list) while Go computes; Go's
+	// release wakes it.
+	started, finish := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _, err := cache.GetOrCompute(ctx, "report2", time.Minute, func(context.Context) ([]byte, error) {
+			close(started)
+			<-finish
+			return []byte("go"), nil
+		})
+		got <- err
+	}()
+	<-started
+	py2 := pyLock{c: admin, name: redislock.LockName("report2"), id: "py-waiter", expire: 60}
+	woke := make(chan time.Duration, 1)
+	go func() {
+		t0 := time.Now()
+		if py2.acquire(ctx, true, 10) { // BLPOP for 10 s at most
+			woke <- time.Since(t0)
+		} else {
+			woke <- time.Hour
+		}
+	}()
+	waitBlocked(t, admin, 1)
+	close(finish)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if d := <-woke; d > 5*time.Second {
+		t.Fatalf("the Python waiter took the lock %v after GetOrCompute's release, want at once", d)
+	}
+}
+
+// Bad input gets a clear error and sends nothing.
+func TestCacheBadInput(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for _, opts := range [][]redislock.CacheOption{
+		{redislock.WithNegativeTTL(-1)},
+		{redislock.WithStaleAfter(-time.Second)},
+		{redislock.WithTTLJitter(1.5)},
+		{redislock.WithTTLJitter(-0.1)},
+		{redislock.WithRefreshTimeout(0)},
+		{redislock.WithCacheLockOptions(redislock.WithExpire(-1))},
+	} {
+		if _, err := redislock.NewCache(c, opts...); !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Errorf("NewCache(%d options) = %v, want ErrInvalidArgument", len(opts), err)
+		}
+	}
+	if _, err := redislock.NewCache(nil); !errors.Is(err, redislock.ErrNilClient) {
+		t.Errorf("NewCache(nil) = %v, want ErrNilClient", err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cc.Close()
+	if _, err := redislock.NewCache(cc); !errors.Is(err, redislock.ErrUnsupportedClient) {
+		t.Errorf("NewCache(cluster) = %v, want ErrUnsupportedClient", err)
+	}
+	cache := mustCache(t, c)
+	fn := func(context.Context) ([]byte, error) { return nil, nil }
+	ctx := context.Background()
+	for _, call := range []struct {
+		key string
+		ttl time.Duration
+		fn  func(context.Context) ([]byte, error)
+	}{{"", time.Minute, fn}, {"k", 0, fn}, {"k", time.Microsecond, fn}, {"k", time.Minute, nil}} {
+		if _, _, err := cache.GetOrCompute(ctx, call.key, call.ttl, call.fn); !errors.Is(err, redislock.ErrInvalidCacheCall) {
+			t.Errorf("GetOrCompute(%q, %v, nil fn %v) = %v, want ErrInvalidCacheCall", call.key, call.ttl, call.fn == nil, err)
+		}
+	}
+}
