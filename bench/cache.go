@@ -80,6 +80,7 @@ var cacheFillers = []cacheFiller{
 // cacheRun is one run of the workload for one filler.
 type cacheRun struct {
 	computes int64
+	sent     int64 // commands the callers' clients sent (a pipeline's each)
 	commands int64
 	elapsed  time.Duration
 	wrong    int // callers that got no value, or another value
@@ -101,8 +102,9 @@ func runCache(ctx context.Context, addr string, cfg config) ([]*cacheResult, err
 			}
 			res.runs = append(res.runs, r)
 		}
-		log.Printf("%-34s %d misses: computes %.0f, commands %.0f, all served in %v, wrong %d",
+		log.Printf("%-34s %d misses: computes %.0f, sent %.0f, server commands %.0f, all served in %v, wrong %d",
 			f.name, cacheCallers, medianF(res.runs, func(r cacheRun) float64 { return float64(r.computes) }),
+			medianF(res.runs, func(r cacheRun) float64 { return float64(r.sent) }),
 			medianF(res.runs, func(r cacheRun) float64 { return float64(r.commands) }),
 			medianD(res.runs, func(r cacheRun) time.Duration { return r.elapsed }).Round(time.Millisecond),
 			maxWrong(res.runs))
@@ -114,7 +116,7 @@ func runCache(ctx context.Context, addr string, cfg config) ([]*cacheResult, err
 func cacheOnce(ctx context.Context, addr string, f cacheFiller, key string) (cacheRun, error) {
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	var computes atomic.Int64
+	var computes, sent atomic.Int64
 	compute := func() []byte {
 		computes.Add(1)
 		time.Sleep(cacheCompute)
@@ -123,6 +125,7 @@ func cacheOnce(ctx context.Context, addr string, f cacheFiller, key string) (cac
 	gets := make([]func(context.Context, string, func() []byte) ([]byte, error), cacheClients)
 	for i := range gets {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: cacheCallers/cacheClients + 10, ContextTimeoutEnabled: true})
+		c.AddHook(counting{&sent})
 		defer c.Close()
 		get, done := f.setup(c)
 		defer done()
@@ -151,7 +154,7 @@ func cacheOnce(ctx context.Context, addr string, f cacheFiller, key string) (cac
 	if err != nil {
 		return cacheRun{}, err
 	}
-	return cacheRun{computes: computes.Load(), commands: after - before - 1, elapsed: elapsed, wrong: int(wrong.Load())}, nil
+	return cacheRun{computes: computes.Load(), sent: sent.Load(), commands: after - before - 1, elapsed: elapsed, wrong: int(wrong.Load())}, nil
 }
 
 // commandCount is the server's total of commands run (INFO commandstats),
@@ -190,13 +193,16 @@ func (r *report) cacheSection(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n## 7. Cache stampede: %d concurrent misses of one key from %d clients\n\n", cacheCallers, cacheClients)
 	fmt.Fprintf(b, "%d goroutines ask at once for one cold key, spread over %d go-redis clients (%d each: each client stands for a process, with its own "+
-		"in-process deduplication); the compute takes %v. Computes: how often it ran; commands: all Redis commands the run sent (INFO commandstats); "+
+		"in-process deduplication); the compute takes %v. Computes: how often it ran; sent: the commands the callers' clients sent (each of a pipeline; "+
+		"go-redis-lock's key watch uses connections of its own, not counted here); server commands: all commands Redis ran meanwhile (INFO commandstats: "+
+		"the commands inside Lua scripts and the handshakes of new connections included); "+
 		"served: until the last caller had the value; wrong: callers that got an error or another value (the worst repeat). Medians of %d repeat(s).\n\n",
 		cacheCallers, cacheClients, cacheCallers/cacheClients, cacheCompute, r.cfg.repeats)
-	fmt.Fprintf(b, "| filler | computes | commands | served in | wrong |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| filler | computes | sent | server commands | served in | wrong |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, c := range r.cache {
-		fmt.Fprintf(b, "| %s | %.0f | %.0f | %v | %d |\n", c.name,
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %.0f | %v | %d |\n", c.name,
 			medianF(c.runs, func(x cacheRun) float64 { return float64(x.computes) }),
+			medianF(c.runs, func(x cacheRun) float64 { return float64(x.sent) }),
 			medianF(c.runs, func(x cacheRun) float64 { return float64(x.commands) }),
 			medianD(c.runs, func(x cacheRun) time.Duration { return x.elapsed }).Round(time.Millisecond),
 			maxWrong(c.runs))

@@ -389,3 +389,30 @@ func TestLockNameAttribute(t *testing.T) {
 		}
 	}
 }
+
+// A holder that dies (its key expires, no release): the waiter's BLPOP
+// ends with its slice, capped by the holder's TTL, and is counted as a
+// wake-up by timeout.
+func TestWakeupByTimeout(t *testing.T) {
+	s := redistest.Start(t)
+	obs, reader, _, _ := setup(t)
+	ctx := context.Background()
+	dead, err := redislock.New(s.Client(), "job", redislock.WithExpire(200*time.Millisecond), redislock.WithTracking(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := redislock.New(s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waiter.Acquire(ctx); err != nil { // once the dead holder's key expires
+		t.Fatal(err)
+	}
+	defer waiter.Release(ctx)
+	if n := sum(t, collect(t, reader)["redislock.wakeups"], redislockotel.AttrCause.String("timeout")); n < 1 {
+		t.Fatalf("redislock.wakeups{cause=timeout} = %d, want at least 1", n)
+	}
+}
