@@ -338,9 +338,36 @@ func (c *Cache) getOrCompute(ctx context.Context, key string, ttl time.Duration,
 		h, err = l.run(ctx, true)
 	}
 	if err != nil {
+		if waited {
+			// An Acquire given up while it waited finishes its wait in the
+			// background (see Lock.Settle); Close waits for it.
+			c.settle(l)
+		}
 		return nil, 0, fmt.Errorf("cache %q: %w", key, err)
 	}
 	return c.computeHeld(ctx, l, h, key, ttl, fn, waited)
+}
+
+// settle waits, on a goroutine Close waits for, for the work l still
+// runs in the background.
+func (c *Cache) settle(l *Lock) {
+	run := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout+time.Second)
+		defer cancel()
+		_ = l.Settle(ctx)
+	}
+	c.mu.Lock()
+	if c.closed { // Close is waiting, or done: no goroutine it would miss
+		c.mu.Unlock()
+		run()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		run()
+	}()
 }
 
 // computeHeld runs under hold h of l: it reads key again, and computes and

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -428,4 +429,102 @@ func TestCacheBadInput(t *testing.T) {
 			t.Errorf("GetOrCompute(%q, %v, nil fn %v) = %v, want ErrInvalidCacheCall", call.key, call.ttl, call.fn == nil, err)
 		}
 	}
+}
+
+// A computing process SIGSTOPped past its lock's expire: another caller
+// computes and stores meanwhile; when the stopped one resumes, its late
+// value is not stored, and it reports the loss.
+func TestCacheStoppedComputerStoresNothing(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	admin := b.client()
+	cmd := worker(t, "cachestop", "W_ADDR="+admin.Options().Addr, "W_NAME=doc")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(out)
+	if line, _ := r.ReadString('\n'); line != "computing\n" {
+		t.Fatalf("worker printed %q", line)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Its lock (500 ms, renewed by the stopped process) expires.
+	lockKey := "lock:" + redislock.LockName("doc")
+	deadline := time.Now().Add(5 * time.Second)
+	for admin.Exists(ctx, lockKey).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stopped computer's lock did not expire")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cache := mustCache(t, b.client())
+	v, res, err := cache.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil })
+	if err != nil || res != redislock.CacheComputed || string(v) != "newer" {
+		t.Fatalf("the other caller = %q, %v, %v", v, res, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := r.ReadString('\n')
+	if line != `"" Result(0) lost=true`+"\n" {
+		t.Fatalf("the resumed computer printed %q, want no value and a loss", line)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	v, res, err = cache.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("again"), nil })
+	if err != nil || res != redislock.CacheHit || string(v) != "newer" {
+		t.Fatalf("after = %q, %v, %v; want the newer value, a hit", v, res, err)
+	}
+}
+
+// Jitter spreads the TTL in [ttl, ttl*(1+f)); a caller whose context ends
+// while it waits for the lock gets ErrLocked and the context's error;
+// after Close, calls are refused.
+func TestCacheJitterWaitAndClose(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		cache, err := redislock.NewCache(b.client(), redislock.WithTTLJitter(0.5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := func(context.Context) ([]byte, error) { return []byte("v"), nil }
+		spread := map[bool]bool{}
+		for i := range 20 {
+			key := "j" + strconv.Itoa(i)
+			if _, _, err := cache.GetOrCompute(ctx, key, 10*time.Second, value); err != nil {
+				t.Fatal(err)
+			}
+			ttl := b.client().PTTL(ctx, key).Val()
+			if ttl <= 0 || ttl > 15*time.Second {
+				t.Fatalf("TTL with jitter 0.5 = %v, want within (0, 15s]", ttl)
+			}
+			spread[ttl > 11*time.Second] = true
+		}
+		if !spread[true] || !spread[false] {
+			t.Fatalf("20 TTLs with jitter 0.5 all on one side of 11 s: %v", spread)
+		}
+
+		holder := mustNew(t, b.client(), redislock.LockName("busy"), redislock.WithExpire(time.Minute))
+		mustAcquire(t, ctx, holder)
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, _, err = cache.GetOrCompute(short, "busy", time.Minute, value)
+		cancel()
+		if !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("GetOrCompute while the lock is held, 50 ms = %v; want ErrLocked and DeadlineExceeded", err)
+		}
+
+		if err := cache.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := cache.GetOrCompute(ctx, "k", time.Minute, value); !errors.Is(err, redislock.ErrCacheClosed) {
+			t.Fatalf("GetOrCompute after Close = %v, want ErrCacheClosed", err)
+		}
+	})
 }

@@ -129,6 +129,19 @@ func runWorker(mode string) int {
 		}
 		fmt.Println("sent", sent.Load())
 		return 0
+	case "cachestop": // GetOrCompute of W_NAME with a 500 ms lock; the compute prints "computing", then takes 1.5 s
+		cache, err := redislock.NewCache(c, redislock.WithCacheLockOptions(redislock.WithExpire(500*time.Millisecond)))
+		if err != nil {
+			return fail(err)
+		}
+		defer cache.Close(ctx)
+		v, res, err := cache.GetOrCompute(ctx, name, time.Minute, func(ctx context.Context) ([]byte, error) {
+			fmt.Println("computing")
+			time.Sleep(1500 * time.Millisecond) // ignores ctx, as a careless compute would
+			return []byte("stale"), nil
+		})
+		fmt.Printf("%q %v lost=%v\n", v, res, errors.Is(err, redislock.ErrLost))
+		return 0
 	case "ids": // print the ids of W_COUNT new Locks (W_SEEDED=1: ids from math/rand seeded with 1)
 		n, _ := strconv.Atoi(os.Getenv("W_COUNT"))
 		seeded := mrand.New(mrand.NewSource(1))
