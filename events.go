@@ -209,13 +209,17 @@ func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time
 }
 
 // extendEnd ends an extend whose reply was n, err (the extend script's
-// reply). A renewal that failed is retried when retrying, and left is
-// what is left before the hold's local deadline.
+// reply). A renewal that failed is retried when retrying; one that is not
+// was stopped by Release. left is what is left before the hold's local
+// deadline.
 func (e *events) extendEnd(ctx context.Context, in LockRef, auto bool, by time.Duration, n int64, err error, left time.Duration, retrying bool) {
 	if e == nil {
 		return
 	}
 	outcome := extendOutcome(n, err)
+	if auto && !retrying && outcome == OutcomeError {
+		outcome = OutcomeCanceled // Release stopped the renewal while it was in flight
+	}
 	if retrying && outcome == OutcomeError && e.logging(ctx, slog.LevelWarn) {
 		e.logLock(ctx, slog.LevelWarn, loggerRefreshThread, "renewal failed: retrying", in,
 			errAttr(err), slog.Duration("left", left))

@@ -28,6 +28,12 @@ type hold struct {
 	token   int64         // fencing token of the acquire; 0 without fencing
 	ack     replicaAck
 
+	// evMu guards the two fields below: the hold's end is reported
+	// (HoldEnd) only after its start (AcquireEnd), even when it ends first.
+	evMu      sync.Mutex
+	announced bool  // AcquireEnd has been reported
+	endErr    error // the end, while it waits for announced
+
 	done chan struct{} // closed once, when the hold ends
 
 	// extending is a one-slot semaphore: one extend of the key (a renewal
@@ -97,7 +103,7 @@ func (h *hold) end(err error) {
 	h.mu.Unlock()
 	if first {
 		h.unwatch()
-		h.ev.holdEnd(h, err)
+		h.notifyEnd(err)
 	}
 }
 
@@ -179,7 +185,7 @@ func (h *hold) expireLocally() {
 		err := h.err
 		h.mu.Unlock()
 		h.unwatch()
-		h.ev.holdEnd(h, err)
+		h.notifyEnd(err)
 		return
 	}
 	h.mu.Unlock()
@@ -346,6 +352,37 @@ func (h *hold) expectEnd(changed bool) {
 // lossAt is when the hold counts as lost unless renewed: the safety margin
 // before the earliest moment the key can expire. Called with h.mu held.
 func (h *hold) lossAt() time.Time { return h.expires.Add(-h.margin) }
+
+// notifyEnd reports that the hold ended with err, now if its start has
+// been reported, else as soon as it is (see announce).
+func (h *hold) notifyEnd(err error) {
+	if h.ev == nil {
+		return
+	}
+	h.evMu.Lock()
+	if !h.announced {
+		h.endErr = err
+		h.evMu.Unlock()
+		return
+	}
+	h.evMu.Unlock()
+	h.ev.holdEnd(h, err)
+}
+
+// announce records that the hold's start has been reported, and reports
+// its end if it came first.
+func (h *hold) announce() {
+	if h.ev == nil {
+		return
+	}
+	h.evMu.Lock()
+	h.announced = true
+	err := h.endErr
+	h.evMu.Unlock()
+	if err != nil {
+		h.ev.holdEnd(h, err)
+	}
+}
 
 func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 

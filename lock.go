@@ -235,7 +235,7 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	var began time.Time
 	if l.ev != nil {
 		began = time.Now()
-		ctx = l.ev.acquireStart(ctx, l.info(l.ID()), blocking)
+		ctx = l.observeStart(stateIdle, func() context.Context { return l.ev.acquireStart(ctx, l.info(l.ID()), blocking) })
 	}
 	if prev != nil {
 		prev.retire(ctx) // a lost hold's goroutine is exiting
@@ -287,8 +287,28 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 			id, token = h.id, h.token
 		}
 		l.ev.acquireEnd(ctx, l.info(id), blocking, time.Since(began), token, err, ctx.Err())
+		if h != nil {
+			h.announce()
+		}
 	}
 	return h, err
+}
+
+// observeStart runs an observer's Start, which returns the context the
+// call goes on with. Should it panic, the Lock goes back to the state it
+// had before the call (before) as the panic goes on up: the call never ran.
+func (l *Lock) observeStart(before lockState, start func() context.Context) context.Context {
+	ok := false
+	defer func() {
+		if !ok {
+			l.mu.Lock()
+			l.state = before
+			l.mu.Unlock()
+		}
+	}()
+	ctx := start()
+	ok = true
+	return ctx
 }
 
 // Settle waits, as long as ctx allows, for the work this Lock still runs in
@@ -361,12 +381,13 @@ func (l *Lock) release(ctx context.Context, want *hold) (result error) {
 	}
 	// Releasing, also from idle: until the reply is in, an Acquire on this
 	// Lock would take a key under the id this release may delete.
+	before := l.state
 	l.state = stateReleasing
 	l.mu.Unlock()
 	outcome := OutcomeError
 	if l.ev != nil {
 		in := l.info(l.releaseID(h))
-		ctx = l.ev.releaseStart(ctx, in)
+		ctx = l.observeStart(before, func() context.Context { return l.ev.releaseStart(ctx, in) })
 		if h != nil && h.renewalDone() != nil {
 			l.ev.renewalShutdown(h)
 		}

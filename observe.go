@@ -18,7 +18,10 @@ import (
 //
 // Methods are called synchronously on the Lock's goroutines, the renewal's
 // and the local deadline's timer included, so they must be quick and must
-// not block; they must not call back into the Lock. An observer is shared
+// not block; they must not call back into the Lock. They must not panic:
+// a panic propagates into the Lock's call, as a go-redis hook's does (the
+// Lock stays usable after a panicking Start), and one in HoldEnd crashes
+// the goroutine that found the end of the hold. An observer is shared
 // by every Lock it is given to, from many goroutines at once: it must be
 // safe for concurrent use. Embed NopObserver to implement only some.
 type Observer interface {
@@ -43,9 +46,11 @@ type Observer interface {
 	// ExtendEnd is called when its reply is in.
 	ExtendEnd(ctx context.Context, e ExtendEndEvent)
 	// HoldEnd is called once for every hold that started (an AcquireEnd
-	// with OutcomeAcquired), when it ends: released (Err is
-	// ErrReleased), or lost (Reason says why). It has no context: a loss
-	// is found by the renewal, a timer or the key's watch.
+	// with OutcomeAcquired), when it ends, and never before that
+	// AcquireEnd: released (Err is ErrReleased), lost (Reason says why),
+	// or dropped (a Lock collected while holding: ReasonAbandoned). It has
+	// no context: a loss is found by the renewal, a timer or the key's
+	// watch.
 	HoldEnd(e HoldEndEvent)
 }
 
@@ -124,8 +129,9 @@ type ExtendEndEvent struct {
 	Auto bool
 	By   time.Duration
 	// Outcome is OutcomeExtended, OutcomeExpired (the key was gone),
-	// OutcomeTakenOver, OutcomeNotExpirable or OutcomeError (a Redis
-	// error, ErrNotReplicated included: a renewal retries it).
+	// OutcomeTakenOver, OutcomeNotExpirable, OutcomeCanceled (a renewal
+	// that Release stopped while it was in flight) or OutcomeError (a
+	// Redis error, ErrNotReplicated included: a renewal retries it).
 	Outcome Outcome
 	Err     error
 }
@@ -136,8 +142,8 @@ type HoldEndEvent struct {
 	Held  time.Duration // from the acquire to the end
 	Token int64         // the fencing token of the hold; 0 without WithFencing
 	// Reason is why the hold was lost: ReasonExpired, ReasonTakenOver,
-	// ReasonUnreachable, ReasonMaxHold or ReasonNotExpirable; "" when it
-	// was released.
+	// ReasonUnreachable, ReasonMaxHold, ReasonNotExpirable or
+	// ReasonAbandoned; "" when it was released.
 	Reason Reason
 	Err    error // Lock.Err's error: ErrReleased, or one matching ErrLost
 }
@@ -154,6 +160,7 @@ const (
 	OutcomeExpired      Outcome = "expired"       // the key was gone
 	OutcomeTakenOver    Outcome = "taken_over"    // the key held another id
 	OutcomeNotExpirable Outcome = "not_expirable" // the key is ours but has no expire (ErrNotExpirable)
+	OutcomeCanceled     Outcome = "canceled"      // a renewal given up because Release stopped it
 	OutcomeError        Outcome = "error"         // a Redis or connection error, or a refusal
 )
 
@@ -174,6 +181,7 @@ const (
 	ReasonUnreachable  Reason = "unreachable"   // ErrUnreachable
 	ReasonMaxHold      Reason = "max_hold"      // ErrMaxHold
 	ReasonNotExpirable Reason = "not_expirable" // ErrNotExpirable: the key's expire was removed
+	ReasonAbandoned    Reason = "abandoned"     // the Lock was dropped while holding and collected: its key expires on its own
 	ReasonOther        Reason = "other"         // any other error ending a hold
 	reasonNone         Reason = ""
 )
@@ -194,6 +202,8 @@ func ReasonOf(err error) Reason {
 		return ReasonMaxHold
 	case errors.Is(err, ErrNotExpirable):
 		return ReasonNotExpirable
+	case errors.Is(err, errAbandoned):
+		return ReasonAbandoned
 	}
 	return ReasonOther
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -467,5 +468,156 @@ func TestParseOwner(t *testing.T) {
 	l := mustNew(t, c, "job")
 	if o, ok := redislock.ParseOwner(l.ID()); !ok || o.PID != os.Getpid() || o.Host == "" {
 		t.Errorf("ParseOwner(%q) = %+v, %v; want this process", l.ID(), o, ok)
+	}
+}
+
+// slowObserver is a recorder whose AcquireEnd takes a while, as a slow
+// exporter's would.
+type slowObserver struct {
+	*recorder
+	delay time.Duration
+}
+
+func (s slowObserver) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
+	time.Sleep(s.delay)
+	s.recorder.AcquireEnd(ctx, e)
+}
+
+// A hold that ends while its AcquireEnd is still being reported (a slow
+// observer or logger before it) has its HoldEnd reported after it, never
+// before.
+func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	rec := &recorder{}
+	l := mustNew(t, b.client(), "job", redislock.WithExpire(100*time.Millisecond),
+		redislock.WithObserver(slowObserver{&recorder{}, 300 * time.Millisecond}), redislock.WithObserver(rec))
+	mustAcquire(t, ctx, l) // its hold is lost (expired) while the first observer sleeps
+	<-l.Done()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ev := rec.take()
+		var kinds []string
+		for _, e := range ev {
+			kinds = append(kinds, fmt.Sprintf("%T", e))
+		}
+		if len(kinds) == 3 {
+			if kinds[1] != "redislock.AcquireEndEvent" || kinds[2] != "redislock.HoldEndEvent" {
+				t.Fatalf("events %v, want AcquireStart, AcquireEnd, HoldEnd", kinds)
+			}
+			return
+		}
+		rec.mu.Lock()
+		rec.events = append(ev, rec.events...)
+		rec.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("events %v after 5 s, want 3", kinds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// panicker panics in AcquireStart and ReleaseStart once each.
+type panicker struct {
+	redislock.NopObserver
+	acquire, release *sync.Once
+}
+
+func (p panicker) AcquireStart(ctx context.Context, _ redislock.AcquireStartEvent) context.Context {
+	p.acquire.Do(func() { panic("observer bug") })
+	return ctx
+}
+
+func (p panicker) ReleaseStart(ctx context.Context, _ redislock.ReleaseStartEvent) context.Context {
+	p.release.Do(func() { panic("observer bug") })
+	return ctx
+}
+
+// An observer that panics in a Start: the panic reaches the caller, and
+// the Lock is as it was before the call, usable.
+func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	l := mustNew(t, b.client(), "job", redislock.WithObserver(panicker{acquire: &sync.Once{}, release: &sync.Once{}}))
+	mustPanic := func(f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		f()
+	}
+	mustPanic(func() { l.Acquire(ctx) })
+	mustAcquire(t, ctx, l)
+	mustPanic(func() { l.Release(ctx) })
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release() after a panicking ReleaseStart = %v, want nil (the hold was still ours)", err)
+	}
+}
+
+// A renewal in flight when Release stops it is reported as canceled, not
+// as an error, and logs no warning.
+func TestStoppedRenewalIsCanceled(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	renewing := make(chan struct{})
+	var once sync.Once
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if scriptOf(cmd) == "extend" {
+			once.Do(func() { close(renewing) })
+			<-ctx.Done() // held until Release cancels it
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}))
+	rec := &recorder{}
+	logs := &logRecorder{level: slog.LevelWarn}
+	l := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal(), redislock.WithTracking(false),
+		redislock.WithObserver(rec), redislock.WithLogger(slog.New(logs)))
+	mustAcquire(t, ctx, l)
+	<-renewing
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rec.take() {
+		if e, ok := e.(redislock.ExtendEndEvent); ok && e.Outcome != redislock.OutcomeCanceled {
+			t.Fatalf("the stopped renewal's ExtendEnd = %+v, want canceled", e)
+		}
+	}
+	logs.none(t, "redis_lock.refresh.thread", slog.LevelWarn)
+}
+
+// A Lock dropped while holding, and collected: its hold ends (abandoned),
+// so the observers' count of holds comes back down.
+func TestAbandonedHoldEnds(t *testing.T) {
+	b := realBackend(t)
+	rec := &recorder{}
+	func() {
+		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithObserver(rec))
+		mustAcquire(t, context.Background(), l)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		var end *redislock.HoldEndEvent
+		rec.mu.Lock()
+		for _, e := range rec.events {
+			if e, ok := e.(redislock.HoldEndEvent); ok {
+				end = &e
+			}
+		}
+		rec.mu.Unlock()
+		if end != nil {
+			if end.Reason != redislock.ReasonAbandoned || !errors.Is(end.Err, redislock.ErrLost) {
+				t.Fatalf("HoldEnd of a dropped Lock = %+v, want abandoned", end)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no HoldEnd 10 s after the Lock was dropped")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

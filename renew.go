@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 )
@@ -83,17 +84,15 @@ func stopped(stop <-chan struct{}) bool {
 	}
 }
 
+// errAbandoned ends a hold whose Lock was collected while holding.
+var errAbandoned = errors.New("redislock: Lock dropped while holding (collected without Release); its key expires on its own")
+
 // abandon is the cleanup of a Lock collected while holding: it stops the
-// renewal without waiting (cleanups must not block) and the local timer.
-// The key expires on its own.
+// renewal without waiting (cleanups must not block), the local timer and
+// the watch, and ends the hold. The key expires on its own.
 func abandon(h *hold) {
-	h.mu.Lock()
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	h.mu.Unlock()
 	h.signalStop()
-	h.unwatch()
+	h.end(lost(errAbandoned)) // stops the timer and the watch, and tells the observers
 }
 
 // renewal tuning

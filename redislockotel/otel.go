@@ -70,10 +70,12 @@ func WithLockName() Option {
 //     released).
 //   - redislock.held, up-down counter: holds of this process now.
 //   - redislock.lost, counter: holds lost; attribute redislock.reason
-//     (expired, taken_over, unreachable, max_hold, not_expirable).
+//     (expired, taken_over, unreachable, max_hold, not_expirable,
+//     abandoned: a Lock dropped while holding, and collected).
 //   - redislock.extend, counter: extends of the key; attributes
 //     redislock.renewal (auto, manual) and redislock.result (extended,
-//     expired, taken_over, not_expirable, error).
+//     expired, taken_over, not_expirable, canceled: a renewal stopped by
+//     Release, error).
 //   - redislock.wakeups, counter: returns of a waiter's BLPOP; attribute
 //     redislock.cause (signal, timeout).
 //
@@ -142,25 +144,27 @@ func NewObserver(opts ...Option) (*Observer, error) {
 		o.sets = map[attrPair]metric.MeasurementOption{}
 		add := func(kvs ...attribute.KeyValue) {
 			p := attrPair{}
-			p.a = kvs[0]
+			if len(kvs) > 0 {
+				p.a = kvs[0]
+			}
 			if len(kvs) > 1 {
 				p.b = kvs[1]
 			}
 			o.sets[p] = metric.WithAttributeSet(attribute.NewSet(kvs...))
 		}
-		add(attribute.KeyValue{}) // no attribute: redislock.held
+		add() // no attribute: redislock.held
 		for _, m := range []bool{true, false} {
 			for _, r := range []redislock.Outcome{redislock.OutcomeAcquired, redislock.OutcomeBusy, redislock.OutcomeTimeout, redislock.OutcomeError} {
 				add(mode(m), AttrResult.String(string(r)))
 			}
-			for _, r := range []redislock.Outcome{redislock.OutcomeExtended, redislock.OutcomeExpired, redislock.OutcomeTakenOver, redislock.OutcomeNotExpirable, redislock.OutcomeError} {
+			for _, r := range []redislock.Outcome{redislock.OutcomeExtended, redislock.OutcomeExpired, redislock.OutcomeTakenOver, redislock.OutcomeNotExpirable, redislock.OutcomeCanceled, redislock.OutcomeError} {
 				add(renewal(m), AttrResult.String(string(r)))
 			}
 		}
 		for _, c := range []redislock.WakeCause{redislock.WakeSignal, redislock.WakeTimeout} {
 			add(AttrCause.String(string(c)))
 		}
-		for _, r := range []redislock.Reason{"", redislock.ReasonExpired, redislock.ReasonTakenOver, redislock.ReasonUnreachable, redislock.ReasonMaxHold, redislock.ReasonNotExpirable, redislock.ReasonOther} {
+		for _, r := range []redislock.Reason{"", redislock.ReasonExpired, redislock.ReasonTakenOver, redislock.ReasonUnreachable, redislock.ReasonMaxHold, redislock.ReasonNotExpirable, redislock.ReasonAbandoned, redislock.ReasonOther} {
 			add(AttrReason.String(string(r)))
 		}
 	}
@@ -178,18 +182,19 @@ func first(err, e error) error {
 	return e
 }
 
-// spanKey is the context key of this observer's span, so that another
-// observer's span in the same context is never ended in its place.
-type spanKey struct{}
+// spanKey is the context key of an observer's span: one per Observer, so
+// that another observer's span in the same context is never ended in its
+// place.
+type spanKey struct{ o *Observer }
 
 func (o *Observer) start(ctx context.Context, name string, in redislock.LockRef, attrs ...attribute.KeyValue) context.Context {
 	attrs = append(attrs, AttrName.String(in.Name), AttrKey.String(in.Key))
 	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, spanKey{}, span)
+	return context.WithValue(ctx, spanKey{o}, span)
 }
 
 func (o *Observer) end(ctx context.Context, result string, err error, attrs ...attribute.KeyValue) {
-	span, ok := ctx.Value(spanKey{}).(trace.Span)
+	span, ok := ctx.Value(spanKey{o}).(trace.Span)
 	if !ok {
 		return
 	}

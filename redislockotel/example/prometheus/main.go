@@ -49,7 +49,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("metrics on http://%s/metrics (Ctrl-C to stop)\n", ln.Addr())
-	if err := run(ctx, ln, client, *workers); err != nil {
+	if err := run(ctx, ln, client, *workers, redislockotel.WithLockName()); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -75,8 +75,8 @@ func connect(url string) (*redis.Client, func(), error) {
 }
 
 // run serves /metrics on ln and runs workers that take turns at the lock
-// "report" on client, until ctx ends.
-func run(ctx context.Context, ln net.Listener, client redis.UniversalClient, workers int) error {
+// "report" on client, until ctx ends; opts configure the observer.
+func run(ctx context.Context, ln net.Listener, client redis.UniversalClient, workers int, opts ...redislockotel.Option) error {
 	// OpenTelemetry's Prometheus exporter is a metric reader that feeds a
 	// Prometheus registry, which promhttp serves.
 	reg := prometheus.NewRegistry()
@@ -86,7 +86,7 @@ func run(ctx context.Context, ln net.Listener, client redis.UniversalClient, wor
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer mp.Shutdown(context.Background())
-	obs, err := redislockotel.NewObserver(redislockotel.WithMeterProvider(mp), redislockotel.WithLockName())
+	obs, err := redislockotel.NewObserver(append([]redislockotel.Option{redislockotel.WithMeterProvider(mp)}, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -137,6 +137,7 @@ func work(ctx context.Context, client redis.UniversalClient, obs redislock.Obser
 		case <-time.After(20 * time.Millisecond): // the job
 		case <-ctx.Done():
 		}
+		_ = l.Extend(context.Background(), 0) // a manual extend, for redislock_extend_total
 		_ = l.Release(context.Background())
 	}
 	_ = l.Settle(context.Background())

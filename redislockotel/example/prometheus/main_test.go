@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/redislockotel"
 )
 
 func TestMain(m *testing.M) {
@@ -20,16 +21,26 @@ func TestMain(m *testing.M) {
 }
 
 // The example serves the lock's metrics on /metrics over loopback HTTP, and
-// a scrape finds every series, with their attributes as labels.
+// a scrape finds every series, with their attributes as labels, with the
+// lock name and without it (the default).
 func TestScrapeFindsTheSeries(t *testing.T) {
+	t.Run("name", func(t *testing.T) { testScrape(t, true) })
+	t.Run("default", func(t *testing.T) { testScrape(t, false) })
+}
+
+func testScrape(t *testing.T, withName bool) {
 	s := redistest.Start(t)
+	var opts []redislockotel.Option
+	if withName {
+		opts = append(opts, redislockotel.WithLockName())
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, ln, s.Client(), 3) }()
+	go func() { done <- run(ctx, ln, s.Client(), 3, opts...) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -41,12 +52,17 @@ func TestScrapeFindsTheSeries(t *testing.T) {
 		`redislock_acquire_duration_seconds_bucket{`,
 		`redislock_mode="blocking"`,
 		`redislock_result="acquired"`,
-		`redislock_name="report"`,
 		`redislock_hold_duration_seconds_count{`,
 		`redislock_held{`,
 		`redislock_wakeups_total{`,
 		`redislock_cause="signal"`,
+		`redislock_extend_total{`,
+		`redislock_renewal="manual"`,
 	}
+	if withName {
+		want = append(want, `redislock_name="report"`)
+	}
+
 	var body string
 	deadline := time.Now().Add(10 * time.Second)
 	for {

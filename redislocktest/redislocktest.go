@@ -1,0 +1,265 @@
+// Package redislocktest helps users test their own code against what
+// happens to a lock in production: loss, expiry, another owner, an
+// outage. It gives a Redis for one test, in-process (NewMini, miniredis)
+// or a real redis-server on a free loopback port (NewReal), and acts on
+// the locks of that server as an operator or an outage would: ForceLoss,
+// Steal, FastForward, Outage.
+//
+// The locks under test are real redislock Locks talking to a real Redis
+// protocol: what the test shows is what production does, which a mock of
+// an interface cannot promise. See the README's "Testing code that uses
+// the lock".
+//
+// # Time
+//
+// A hold has a local validity deadline on the process's monotonic clock
+// (see redislock.Lock.Done): it ends, and Done closes, when the expire
+// less the safety margin has run out since the acquire or the last
+// renewal, whatever the server's clock says. FastForward moves the
+// in-process server's clock, which expires keys at once; the holder then
+// learns of it at its next renewal (auto-renewal runs every two thirds of
+// the expire), or at its local deadline, in real time. So keep such tests
+// fast with short expires (50 ms renews about every 30 ms) rather than by
+// moving clocks. The library has no option to inject a clock: a deadline
+// that a test can move is one production could get wrong, and short
+// expires give the same coverage in milliseconds.
+package redislocktest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Server is a Redis for one test, stopped when the test ends.
+type Server struct {
+	// Addr is the server's host:port on loopback.
+	Addr string
+
+	t     testing.TB
+	mini  *miniredis.Miniredis // nil for a real server
+	admin *redis.Client        // the kit's own connection
+
+	mu     sync.Mutex
+	outage *time.Timer // the running Outage's end; nil when none
+}
+
+// NewMini starts an in-process Redis (miniredis) for t and closes it when t
+// ends. Its keys expire on the wall clock, as a real server's do
+// (miniredis itself only moves time on FastForward), and FastForward jumps
+// ahead. miniredis has no client-side caching: a Lock on it finds a loss
+// at its next renewal or its local deadline, never at once.
+func NewMini(t testing.TB) *Server {
+	t.Helper()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatalf("redislocktest: start miniredis: %v", err)
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	s := &Server{Addr: m.Addr(), t: t, mini: m}
+	t.Cleanup(func() {
+		close(stop)
+		<-stopped
+		m.Close()
+	})
+	s.admin = s.Client()
+	return s
+}
+
+// RequireRealEnv names the environment variable that, set to 1, makes
+// NewReal fail rather than skip when redis-server is not installed: for a
+// CI that must run the real-server tests.
+const RequireRealEnv = "REDISLOCKTEST_REQUIRE_REAL"
+
+// NewReal starts a real redis-server for t on a free loopback port (no
+// persistence, noeviction) and stops it when t ends. When no redis-server
+// is on PATH it skips t, saying how to install one (fails it when
+// REDISLOCKTEST_REQUIRE_REAL=1).
+func NewReal(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		msg := "redislocktest: redis-server not found on PATH: install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) to run this real-server test"
+		if os.Getenv(RequireRealEnv) == "1" {
+			t.Fatal(msg + " (" + RequireRealEnv + "=1)")
+		}
+		t.Skip(msg)
+	}
+	r := redistest.Start(t)
+	s := &Server{Addr: r.Addr, t: t}
+	s.admin = s.Client()
+	return s
+}
+
+// Client returns a new client of the server with ContextTimeoutEnabled, as
+// the library's README advises, closed when the test ends. opts, if any,
+// adjust its options.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Miniredis returns the in-process server, for what the kit does not
+// wrap; nil for a real server.
+func (s *Server) Miniredis() *miniredis.Miniredis { return s.mini }
+
+// IsReal reports whether the server is a real redis-server.
+func (s *Server) IsReal() bool { return s.mini == nil }
+
+// FastForward moves the in-process server's clock ahead by d: keys whose
+// TTL runs out meanwhile expire at once. A held lock's key may expire
+// that way; its holder learns of it at its next renewal or local deadline
+// (see the package doc on time). On a real server it fails the test: its
+// clock cannot be moved.
+func (s *Server) FastForward(d time.Duration) {
+	s.t.Helper()
+	if s.mini == nil {
+		s.t.Fatal("redislocktest: FastForward needs the in-process server (NewMini); a real server's clock cannot be moved")
+	}
+	s.mini.FastForward(d)
+}
+
+// Loss reasons for ForceLoss.
+var (
+	// Expired: the key is deleted, as by an expiry, a Reset or an
+	// eviction; the hold ends with redislock.ErrExpired.
+	Expired = redislock.ErrExpired
+	// TakenOver: the key holds another owner's id, as when it expired and
+	// someone else acquired it; the hold ends with redislock.ErrTakenOver.
+	TakenOver = redislock.ErrTakenOver
+)
+
+// thiefID is the owner id ForceLoss writes for TakenOver.
+const thiefID = "redislocktest:another-owner"
+
+// ForceLoss makes l lose the lock it holds as a real outage would: with
+// Expired its key is deleted, with TakenOver it is overwritten by another
+// owner's id (keeping its TTL). Nothing is changed in l: it learns of the
+// loss as in production, at once where its key is watched (a real server,
+// WithTracking on by default), else at its next renewal or local deadline.
+// Done then closes and Err matches redislock.ErrLost and reason; a Do
+// callback's context is cancelled. Other reasons fail the test.
+func (s *Server) ForceLoss(l *redislock.Lock, reason error) {
+	s.t.Helper()
+	ctx := context.Background()
+	var err error
+	switch reason {
+	case Expired:
+		err = s.admin.Del(ctx, l.Key()).Err()
+	case TakenOver:
+		err = s.admin.Set(ctx, l.Key(), thiefID, redis.KeepTTL).Err()
+	default:
+		s.t.Fatalf("redislocktest: ForceLoss reason %v: want redislocktest.Expired or redislocktest.TakenOver", reason)
+	}
+	if err != nil {
+		s.t.Fatalf("redislocktest: ForceLoss: %v", err)
+	}
+}
+
+// Steal makes another owner take l's lock: its key is deleted and a new
+// Lock for the same name, with opts (give it the options l has, such as
+// redislock.WithFencing and redislock.WithKeyPrefix), acquires it on the
+// kit's client. It returns that Lock, which holds the lock (its fencing
+// token is above l's): for testing that fencing and Lock.Guard refuse l's
+// late writes. l learns of the loss as ForceLoss describes, with
+// redislock.ErrTakenOver.
+func (s *Server) Steal(l *redislock.Lock, opts ...redislock.Option) *redislock.Lock {
+	s.t.Helper()
+	ctx := context.Background()
+	thief, err := redislock.New(s.admin, l.Name(), opts...)
+	if err != nil {
+		s.t.Fatalf("redislocktest: Steal: %v", err)
+	}
+	if thief.Key() != l.Key() {
+		s.t.Fatalf("redislocktest: Steal: the thief's key %q is not %q: give it l's WithKeyPrefix", thief.Key(), l.Key())
+	}
+	if err := s.admin.Del(ctx, l.Key()).Err(); err != nil {
+		s.t.Fatalf("redislocktest: Steal: %v", err)
+	}
+	if err := thief.TryAcquire(ctx); err != nil {
+		s.t.Fatalf("redislocktest: Steal: %v", err)
+	}
+	return thief
+}
+
+// Outage makes the server refuse service for d, starting now, and
+// returns at once: every command fails (in-process: with an error reply)
+// or hangs until d has passed (a real server: CLIENT PAUSE, so commands
+// time out). A renewal that fails is retried, so a hold survives an
+// outage shorter than its expire less the safety margin, and is lost with
+// redislock.ErrUnreachable at its local deadline otherwise. The outage
+// ends after d, or when the test ends; a second Outage while one runs
+// fails the test.
+func (s *Server) Outage(d time.Duration) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outage != nil {
+		s.t.Fatal("redislocktest: Outage while another runs")
+	}
+	if s.mini == nil {
+		ms := max(d.Milliseconds(), 1)
+		if err := s.admin.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err(); err != nil {
+			s.t.Fatalf("redislocktest: Outage: CLIENT PAUSE: %v", err)
+		}
+	} else {
+		s.mini.SetError("redislocktest: outage")
+	}
+	end := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.outage == nil {
+			return
+		}
+		s.outage = nil
+		if s.mini != nil {
+			s.mini.SetError("")
+		}
+	}
+	s.outage = time.AfterFunc(d, end)
+	s.t.Cleanup(func() {
+		s.mu.Lock()
+		t := s.outage
+		s.mu.Unlock()
+		if t != nil && t.Stop() {
+			end()
+		}
+	})
+}
+
+// String describes the server.
+func (s *Server) String() string {
+	if s.mini != nil {
+		return fmt.Sprintf("miniredis on %s", s.Addr)
+	}
+	return fmt.Sprintf("redis-server on %s", s.Addr)
+}
