@@ -251,6 +251,9 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	} else {
 		sent, won, err = l.acquire(ctx, blocking)
 	}
+	if err == nil {
+		sent = l.freshen(ctx, sent, won.id)
+	}
 	var h *hold
 	if err == nil {
 		h = newHold(l, sent, won.id)
@@ -292,6 +295,40 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 		}
 	}
 	return h, err
+}
+
+// freshen returns the moment a new hold's local validity counts from. It
+// is sent, when the winning try was sent, unless half the expire or more
+// has gone by since: a try pipelined behind a BLPOP runs when the BLPOP
+// returns, and Redis ends a BLPOP that times out on its own clock tick,
+// up to 1/hz late (100 ms with the default hz 10), so a short expire could
+// be spent before the reply is in, and the hold born lost. Then the key is
+// read (GET and PTTL in one round trip): holding id with t left, it was
+// set no earlier than the expire less t before the read was sent, and
+// the hold counts from then. A read that fails, or finds the key gone or
+// another's, changes nothing: the hold is then lost at its deadline, or
+// by its renewal or watch, as it would have been.
+func (l *Lock) freshen(ctx context.Context, sent time.Time, id string) time.Time {
+	if l.expire == 0 || time.Since(sent) < l.expire/2 {
+		return sent
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.expire)
+	defer cancel()
+	var (
+		get  *redis.StringCmd
+		pttl *redis.DurationCmd
+	)
+	readSent := time.Now()
+	if _, err := l.client.Pipelined(rctx, func(p redis.Pipeliner) error {
+		get, pttl = p.Get(rctx, l.keys[0]), p.PTTL(rctx, l.keys[0])
+		return nil
+	}); err != nil || get.Val() != id || pttl.Val() <= 0 {
+		return sent
+	}
+	if from := readSent.Add(pttl.Val() - l.expire); from.After(sent) {
+		return from
+	}
+	return sent
 }
 
 // observeStart runs an observer's Start, which returns the context the

@@ -467,3 +467,31 @@ func TestMutualExclusionCounter(t *testing.T) {
 		})
 	}
 }
+
+// Redis ends a BLPOP that times out on its own clock tick, up to 1/hz
+// late (100 ms by default), and the try pipelined behind it runs then: a
+// hold won that way with a short expire must not be born lost, its local
+// deadline counted from a try sent long before the key was set. Here the
+// holder's key expires by itself (no signal), so the waiter's BLPOP times
+// out; its hold must last about its 60 ms expire.
+func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	admin := b.client()
+	for i := range 5 {
+		if err := admin.Set(ctx, "lock:job", "a-dead-holder", 50*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l := mustNew(t, b.client(), "job", redislock.WithExpire(60*time.Millisecond), redislock.WithTracking(false))
+		mustAcquire(t, ctx, l)
+		acquired := time.Now()
+		select {
+		case <-l.Done():
+			t.Fatalf("round %d: the hold ended %v after its Acquire returned (%v), want about its 60 ms expire", i, time.Since(acquired), l.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release() = %v", i, err)
+		}
+	}
+}
