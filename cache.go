@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -30,7 +31,8 @@ type Cache struct {
 	flights flightGroup // one read-or-compute per key in this process
 
 	mu         sync.Mutex
-	refreshing map[string]bool // keys with a refresh goroutine of ours
+	refreshing map[string]bool      // keys with a refresh goroutine of ours
+	notBefore  map[string]time.Time // no refresh of the key from here before then
 	closed     bool
 	wg         sync.WaitGroup
 	stop       context.CancelFunc // cancels refresh goroutines (Close)
@@ -120,12 +122,17 @@ func WithNegativeTTL(d time.Duration) CacheOption {
 }
 
 // WithStaleAfter turns on stale-while-revalidate: a value older than d
-// (its soft TTL, inside the hard TTL given to GetOrCompute) is returned at
-// once as CacheStale, and one caller in all processes (the one whose
-// TryAcquire of the lock wins) refreshes it on a goroutine of its own,
-// bounded by WithRefreshTimeout. Ages are read from the key's TTL on the
-// server, never from a client's clock. The default, 0, is off: a value is
-// fresh until its hard TTL removes it.
+// (its soft TTL, shorter than the hard TTL given to GetOrCompute, which
+// refuses one that is not) is returned at once as CacheStale, and one
+// caller in all processes (the one whose TryAcquire of the lock wins)
+// refreshes it on a goroutine of its own, whose fn's context ends after
+// WithRefreshTimeout. A process whose try lost, or whose refresh failed,
+// tries again only after a pause (a quarter of d, from 50 ms to 5 s),
+// however many stale reads come meanwhile. A panic in fn during a
+// refresh ends that refresh only (it is recovered: nobody else could).
+// Ages are read from the key's TTL on the server, never from a client's
+// clock. The default, 0, is off: a value is fresh until its hard TTL
+// removes it.
 func WithStaleAfter(d time.Duration) CacheOption {
 	return func(c *cacheConfig) { c.staleAfter = d }
 }
@@ -172,7 +179,7 @@ func NewCache(client redis.UniversalClient, opts ...CacheOption) (*Cache, error)
 		return nil, fmt.Errorf("cache: %w: %w", ErrInvalidCacheOption, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{client: client, cfg: c, refreshing: map[string]bool{}, stop: cancel, stopCtx: ctx}, nil
+	return &Cache{client: client, cfg: c, refreshing: map[string]bool{}, notBefore: map[string]time.Time{}, stop: cancel, stopCtx: ctx}, nil
 }
 
 // Close cancels the background refreshes and waits for them to end, as
@@ -218,8 +225,12 @@ func LockName(key string) string { return "get_or_set:" + key }
 // when it was computed) or its error.
 //
 // It returns ErrInvalidCacheCall, sending nothing, for an empty key, a
-// ttl below 1 ms, or a nil fn; ErrLocked with ctx's error when ctx ends
-// while waiting; Redis errors wrapped.
+// ttl below 1 ms or not longer than WithStaleAfter, or a nil fn;
+// ErrLocked with ctx's error when ctx ends while waiting; ErrForeignValue
+// when the key holds a value it did not store (which it leaves alone);
+// ErrComputePanicked to the callers that shared a compute that panicked;
+// Redis errors wrapped. A function that returns a nil slice stores, and
+// returns, an empty one.
 func (c *Cache) GetOrCompute(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) ([]byte, Result, error) {
 	if key == "" || ttl < time.Millisecond || fn == nil {
 		return nil, 0, fmt.Errorf("cache %q: %w", key, ErrInvalidCacheCall)
@@ -230,15 +241,18 @@ func (c *Cache) GetOrCompute(ctx context.Context, key string, ttl time.Duration,
 	if closed {
 		return nil, 0, fmt.Errorf("cache %q: %w", key, ErrCacheClosed)
 	}
+	if c.cfg.staleAfter > 0 && ttl <= c.cfg.staleAfter {
+		return nil, 0, fmt.Errorf("cache %q: %w (the TTL %v is not longer than WithStaleAfter's %v)", key, ErrInvalidCacheCall, ttl, c.cfg.staleAfter)
+	}
 	for {
-		v, res, err, shared := c.flights.do(ctx, key, func() ([]byte, Result, error) {
+		v, res, err, shared, leaderGaveUp := c.flights.do(ctx, key, func() ([]byte, Result, error) {
 			return c.getOrCompute(ctx, key, ttl, fn)
 		})
 		if !shared {
 			return v, res, err
 		}
-		if err != nil && isCtxErr(err) && ctx.Err() == nil {
-			continue // the call we shared gave up with its own context: ours goes on
+		if leaderGaveUp && ctx.Err() == nil {
+			continue // the call we shared ended with its caller's context: ours goes on
 		}
 		if res == CacheComputed {
 			res = CacheShared
@@ -247,26 +261,28 @@ func (c *Cache) GetOrCompute(ctx context.Context, key string, ttl time.Duration,
 	}
 }
 
-func isCtxErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// Stored values: a type byte, then for a value the hard TTL it was stored
-// with (8 bytes, big-endian milliseconds: its age is that less the key's
-// PTTL, both the server's) and the bytes fn returned; for an absence
-// (ErrNoValue), nothing more.
+// Stored values: the header "\xffRLC1", a type byte, then for a value the
+// hard TTL it was stored with (8 bytes, big-endian milliseconds: its age is
+// that less the key's PTTL, both the server's) and the bytes fn returned;
+// for an absence (ErrNoValue), nothing more. A key that does not start
+// with the header was written by something else (ErrForeignValue).
 const (
-	tagValue  = 'v'
-	tagAbsent = 'n'
+	storedHeader = "\xffRLC1"
+	tagValue     = 'v'
+	tagAbsent    = 'n'
 )
 
 func encodeValue(v []byte, ttl time.Duration) []byte {
-	b := make([]byte, 9+len(v))
-	b[0] = tagValue
-	binary.BigEndian.PutUint64(b[1:9], uint64(ttl.Milliseconds()))
-	copy(b[9:], v)
+	h := len(storedHeader)
+	b := make([]byte, h+9+len(v))
+	copy(b, storedHeader)
+	b[h] = tagValue
+	binary.BigEndian.PutUint64(b[h+1:h+9], uint64(ttl.Milliseconds()))
+	copy(b[h+9:], v)
 	return b
 }
+
+func encodeAbsent() []byte { return []byte(storedHeader + string(rune(tagAbsent))) }
 
 // entry is what a read of the value key found.
 type entry struct {
@@ -276,7 +292,10 @@ type entry struct {
 	age    time.Duration // since it was stored, by the server's TTL
 }
 
-var errBadEntry = errors.New("redislock: cache: value key holds something GetOrCompute did not store")
+// ErrForeignValue is returned by GetOrCompute when the value key holds
+// something it did not store (written by another program): it neither
+// returns nor overwrites it.
+var ErrForeignValue = errors.New("redislock: cache: the key holds a value GetOrCompute did not store")
 
 // read gets key and its TTL in one round trip.
 func (c *Cache) read(ctx context.Context, key string) (entry, error) {
@@ -293,7 +312,11 @@ func (c *Cache) read(ctx context.Context, key string) (entry, error) {
 		return entry{}, err
 	}
 	b, _ := get.Bytes()
-	switch {
+	h := len(storedHeader)
+	if len(b) <= h || string(b[:h]) != storedHeader {
+		return entry{}, fmt.Errorf("%w (%q)", ErrForeignValue, key)
+	}
+	switch b = b[h:]; {
 	case len(b) == 1 && b[0] == tagAbsent:
 		return entry{found: true, absent: true}, nil
 	case len(b) >= 9 && b[0] == tagValue:
@@ -304,7 +327,7 @@ func (c *Cache) read(ctx context.Context, key string) (entry, error) {
 		}
 		return e, nil
 	}
-	return entry{}, fmt.Errorf("%w (%q)", errBadEntry, key)
+	return entry{}, fmt.Errorf("%w (%q)", ErrForeignValue, key)
 }
 
 // answer turns an entry into GetOrCompute's result.
@@ -397,13 +420,23 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 		storeTTL := ttl
 		switch {
 		case errors.Is(ferr, ErrNoValue) && c.cfg.negativeTTL > 0:
-			stored, storeTTL = []byte{tagAbsent}, c.cfg.negativeTTL
+			stored, storeTTL = encodeAbsent(), c.cfg.negativeTTL
 			got = entry{found: true, absent: true}
 		case ferr != nil:
 			return ferr
 		default:
 			if c.cfg.jitter > 0 {
-				storeTTL += time.Duration(rand.Float64() * c.cfg.jitter * float64(ttl))
+				// In floats, but kept a second clear of the largest
+				// Duration (floats round, and an overflow would wrap).
+				extra := rand.Float64() * c.cfg.jitter * float64(ttl)
+				if limit := math.MaxInt64 - time.Second - storeTTL; limit <= 0 || extra >= float64(limit) {
+					storeTTL = math.MaxInt64 - time.Second
+				} else {
+					storeTTL += time.Duration(extra)
+				}
+			}
+			if v == nil {
+				v = []byte{} // as a hit returns it
 			}
 			stored = encodeValue(v, storeTTL)
 			got = entry{found: true, value: v}
@@ -419,18 +452,28 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 		res = CacheComputed
 		return nil
 	})
+	if err != nil && res == CacheComputed {
+		// Stored while the lock held our id: a loss, or a failed release,
+		// after that takes nothing from the value.
+		err = nil
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("cache %q: %w", key, err)
 	}
 	return got.answer(key, res)
 }
 
-// refresh starts, unless this process already runs one for key, a
-// goroutine that takes the lock without waiting and, if it wins,
-// recomputes key. It lives at most WithRefreshTimeout, and ends at Close.
+// refresh starts, unless this process already runs one for key or tried
+// within refreshPause, a goroutine that takes the lock without waiting
+// and, if it wins, recomputes key. Its fn's context ends after
+// WithRefreshTimeout, or at Close, which waits for the goroutine (an fn
+// that ignores its context keeps it, and Close, waiting).
 func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) {
 	c.mu.Lock()
-	if c.closed || c.refreshing[key] {
+	if nb, ok := c.notBefore[key]; ok && !time.Now().Before(nb) {
+		delete(c.notBefore, key) // its pause is over
+	}
+	if c.closed || c.refreshing[key] || time.Now().Before(c.notBefore[key]) {
 		c.mu.Unlock()
 		return
 	}
@@ -438,9 +481,21 @@ func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Conte
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
+		refreshed := false
 		defer func() {
+			// A panicking fn ends this refresh only: the caller that
+			// started it has its value already, and no one could recover
+			// a panic on this goroutine.
+			_ = recover()
 			c.mu.Lock()
 			delete(c.refreshing, key)
+			if refreshed {
+				delete(c.notBefore, key)
+			} else {
+				// Another process refreshes it, or this one failed: no
+				// new attempt from here for a pause, whatever the reads.
+				c.notBefore[key] = time.Now().Add(c.refreshPause())
+			}
 			c.mu.Unlock()
 			c.wg.Done()
 		}()
@@ -454,12 +509,23 @@ func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Conte
 		if err != nil {
 			return // another caller refreshes it (or Redis failed: the next stale read tries again)
 		}
-		_, _, _ = c.computeHeld(ctx, l, h, key, ttl, fn, false)
-		_ = l.Settle(ctx)
+		defer l.Settle(ctx)
+		_, res, err := c.computeHeld(ctx, l, h, key, ttl, fn, false)
+		refreshed = err == nil && res == CacheComputed
 	}()
 }
 
-var errFlightPanicked = errors.New("redislock: cache: the compute this call shared panicked")
+// refreshPause is how long a process waits before it tries to refresh a
+// stale key again after a try that another process won, or that failed:
+// a quarter of the soft TTL, from 50 ms to 5 s.
+func (c *Cache) refreshPause() time.Duration {
+	return min(max(c.cfg.staleAfter/4, 50*time.Millisecond), 5*time.Second)
+}
+
+// ErrComputePanicked is returned to the callers of GetOrCompute that
+// shared a call whose compute function panicked (the panic goes on up in
+// the caller that ran it).
+var ErrComputePanicked = errors.New("redislock: cache: the compute this call shared panicked")
 
 // flightGroup runs one call per key at a time in this process; callers
 // that come while it runs wait for its result.
@@ -469,15 +535,18 @@ type flightGroup struct {
 }
 
 type flight struct {
-	done chan struct{}
-	v    []byte
-	res  Result
-	err  error
+	done   chan struct{}
+	v      []byte
+	res    Result
+	err    error
+	gaveUp bool // the leader's context had ended when f returned
 }
 
-// do runs f for key unless a call for key is running, in which case it
-// waits for that call's result (shared true), or for ctx to end.
-func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Result, error)) (v []byte, res Result, err error, shared bool) {
+// do runs f for key, with ctx the context f uses, unless a call for key
+// is running, in which case it waits for that call's result (shared true;
+// gaveUp when that call's context had ended when it returned), or for ctx
+// to end.
+func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Result, error)) (v []byte, res Result, err error, shared, gaveUp bool) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[string]*flight{}
@@ -486,12 +555,12 @@ func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Resu
 		g.mu.Unlock()
 		select {
 		case <-fl.done:
-			return fl.v, fl.res, fl.err, true
+			return fl.v, fl.res, fl.err, true, fl.gaveUp
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, ErrLocked, ctx.Err()), false
+			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, ErrLocked, ctx.Err()), false, false
 		}
 	}
-	fl := &flight{done: make(chan struct{}), err: errFlightPanicked} // until f returns
+	fl := &flight{done: make(chan struct{}), err: ErrComputePanicked} // until f returns
 	g.calls[key] = fl
 	g.mu.Unlock()
 	defer func() {
@@ -501,5 +570,6 @@ func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Resu
 		close(fl.done)
 	}()
 	fl.v, fl.res, fl.err = f()
-	return fl.v, fl.res, fl.err, false
+	fl.gaveUp = ctx.Err() != nil
+	return fl.v, fl.res, fl.err, false, false
 }

@@ -180,7 +180,7 @@ func TestCacheLostLockStoresNothing(t *testing.T) {
 					}
 				case "taken":
 					admin.Set(ctx, lockKey, "someone-else", time.Minute)
-					admin.Set(ctx, key, "v\x00\x00\x00\x00\x00\x00\xea\x60newer", time.Minute) // as GetOrCompute stores it
+					admin.Set(ctx, key, "\xffRLC1v\x00\x00\x00\x00\x00\x00\xea\x60newer", time.Minute) // as GetOrCompute stores it
 				}
 				<-fctx.Done() // the watch tells at once
 				if !errors.Is(context.Cause(fctx), redislock.ErrLost) {
@@ -264,6 +264,9 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 	other := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond)) // another process's
 	var computes atomic.Int32
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the caches' Close, which waits for the refresh
 	fn := func(context.Context) ([]byte, error) {
 		n := computes.Add(1)
 		if n > 1 {
@@ -308,10 +311,14 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 	if n := stale.Load(); n != 1000 {
 		t.Fatalf("%d of 1000 reads got the stale value, want all", n)
 	}
+	// The refresh started in the background: it reaches its compute.
+	for deadline := time.Now().Add(5 * time.Second); computes.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := computes.Load(); n != 2 {
 		t.Fatalf("%d computes during the stale reads, want the first and one refresh", n)
 	}
-	close(release)
+	letGo()
 	deadline = time.Now().Add(5 * time.Second)
 	for { // the refresh stores v2, fresh
 		v, res, err := other.GetOrCompute(ctx, "hot", time.Minute, fn)
@@ -525,6 +532,154 @@ func TestCacheJitterWaitAndClose(t *testing.T) {
 		}
 		if _, _, err := cache.GetOrCompute(ctx, "k", time.Minute, value); !errors.Is(err, redislock.ErrCacheClosed) {
 			t.Fatalf("GetOrCompute after Close = %v, want ErrCacheClosed", err)
+		}
+	})
+}
+
+// Review findings: a compute that fails with its own timeout is shared,
+// not repeated by each waiting goroutine; a panicking refresh does not
+// crash the process; stale reads in a process that lost the refresh do
+// not each try the lock; a value written by another program is neither
+// returned nor overwritten; jitter on a huge TTL does not overflow; a
+// nil value comes back empty alike; a TTL within the soft TTL is refused.
+func TestCacheReviewFindings(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+
+	t.Run("own timeout", func(t *testing.T) {
+		cache := mustCache(t, b.client())
+		var computes atomic.Int32
+		fn := func(ctx context.Context) ([]byte, error) {
+			computes.Add(1)
+			tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			<-tctx.Done()
+			return nil, fmt.Errorf("query: %w", tctx.Err())
+		}
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, _, err := cache.GetOrCompute(ctx, "slow", time.Minute, fn); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("GetOrCompute = %v, want the compute's timeout", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := computes.Load(); n > 2 {
+			t.Fatalf("%d computes for 20 callers failing with their compute's own timeout, want 1 (2 if one came after)", n)
+		}
+	})
+
+	t.Run("panicking refresh", func(t *testing.T) {
+		cache := mustCache(t, b.client(), redislock.WithStaleAfter(50*time.Millisecond))
+		first := true
+		fn := func(context.Context) ([]byte, error) {
+			if first {
+				first = false
+				return []byte("v"), nil
+			}
+			panic("boom")
+		}
+		if _, _, err := cache.GetOrCompute(ctx, "p", time.Minute, fn); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Millisecond)
+		if _, res, err := cache.GetOrCompute(ctx, "p", time.Minute, fn); err != nil || res != redislock.CacheStale {
+			t.Fatalf("= %v, %v; want stale", res, err)
+		}
+		if err := cache.Close(ctx); err != nil { // the refresh has panicked, or will: the process goes on
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("stale reads elsewhere", func(t *testing.T) {
+		a := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond))
+		c := b.client()
+		var tries atomic.Int32
+		c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			if scriptOf(cmd) == "acquire" {
+				tries.Add(1)
+			}
+			return next(ctx, cmd)
+		}))
+		other := mustCache(t, c, redislock.WithStaleAfter(100*time.Millisecond))
+		release := make(chan struct{})
+		n := 0
+		fn := func(context.Context) ([]byte, error) {
+			n++
+			if n > 1 {
+				<-release
+			}
+			return []byte("v"), nil
+		}
+		defer close(release)
+		if _, _, err := a.GetOrCompute(ctx, "s", time.Minute, fn); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(110 * time.Millisecond)
+		if _, res, _ := a.GetOrCompute(ctx, "s", time.Minute, fn); res != redislock.CacheStale {
+			t.Fatalf("= %v, want stale (a's refresh starts)", res)
+		}
+		time.Sleep(20 * time.Millisecond) // a's refresh holds the lock
+		start := time.Now()
+		for range 300 {
+			if _, res, err := other.GetOrCompute(ctx, "s", time.Minute, fn); err != nil || res != redislock.CacheStale {
+				t.Fatalf("= %v, %v; want stale", res, err)
+			}
+		}
+		// One try per pause (50 ms here), not one per read.
+		if max := int32(time.Since(start)/(50*time.Millisecond)) + 2; tries.Load() > max {
+			t.Fatalf("300 stale reads in %v sent %d lock tries, want at most %d", time.Since(start), tries.Load(), max)
+		}
+	})
+
+	t.Run("foreign value", func(t *testing.T) {
+		for _, stale := range []bool{false, true} {
+			var opts []redislock.CacheOption
+			if stale {
+				opts = append(opts, redislock.WithStaleAfter(time.Millisecond))
+			}
+			cache := mustCache(t, b.client(), opts...)
+			b.client().Set(ctx, "f", "value-written-by-python", time.Minute)
+			_, _, err := cache.GetOrCompute(ctx, "f", time.Minute, func(context.Context) ([]byte, error) { return []byte("mine"), nil })
+			if !errors.Is(err, redislock.ErrForeignValue) {
+				t.Fatalf("stale %v: GetOrCompute over a foreign value = %v, want ErrForeignValue", stale, err)
+			}
+			if v := b.client().Get(ctx, "f").Val(); v != "value-written-by-python" {
+				t.Fatalf("stale %v: the foreign value became %q", stale, v)
+			}
+		}
+	})
+
+	t.Run("huge ttl with jitter", func(t *testing.T) {
+		cache := mustCache(t, b.client(), redislock.WithTTLJitter(0.9))
+		for i := range 5 {
+			key := "huge" + strconv.Itoa(i)
+			if _, _, err := cache.GetOrCompute(ctx, key, 200*365*24*time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil }); err != nil {
+				t.Fatal(err)
+			}
+			if ttl := b.client().PTTL(ctx, key).Val(); ttl < 100*365*24*time.Hour {
+				t.Fatalf("PTTL = %v after a 200-year TTL with jitter", ttl)
+			}
+		}
+	})
+
+	t.Run("nil value", func(t *testing.T) {
+		cache := mustCache(t, b.client())
+		for i := range 2 {
+			v, _, err := cache.GetOrCompute(ctx, "nil", time.Minute, func(context.Context) ([]byte, error) { return nil, nil })
+			if err != nil || v == nil || len(v) != 0 {
+				t.Fatalf("call %d = %#v, %v; want an empty, non-nil value", i, v, err)
+			}
+		}
+	})
+
+	t.Run("ttl within the soft ttl", func(t *testing.T) {
+		cache := mustCache(t, b.client(), redislock.WithStaleAfter(time.Minute))
+		if _, _, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return nil, nil }); !errors.Is(err, redislock.ErrInvalidCacheCall) {
+			t.Fatalf("TTL = soft TTL: %v, want ErrInvalidCacheCall", err)
 		}
 	})
 }
