@@ -39,6 +39,21 @@
 // recreated. Where Redis refuses tracking (see Check), a change between two
 // renewals is noticed at the next one.
 //
+// # Observing, caching, testing
+//
+// WithLogger writes a Lock's events through log/slog, with
+// python-redis-lock's logger names; WithObserver hands them to an Observer
+// (the module redislockotel records OpenTelemetry metrics and spans).
+// Default owner ids say which host and process hold a lock (ParseOwner).
+//
+// Cache computes a missing value once across every process, on the lock
+// python-redis-lock's locked_get_or_set takes ("get_or_set:<key>"), and
+// stores it only while that lock is still its own.
+//
+// The package redislocktest gives tests a Redis (in-process or real) and
+// makes held locks lost, stolen, expired or unreachable, as production
+// would.
+//
 // # Protocol
 //
 // The lock named "reports" is the string key "lock:reports" holding the
