@@ -158,12 +158,19 @@ var (
 	TakenOver = redislock.ErrTakenOver
 )
 
-// thiefID is the owner id ForceLoss writes for TakenOver.
-const thiefID = "redislocktest:another-owner"
+// thiefID is the owner id ForceLoss writes for TakenOver, and thiefTTL
+// that owner's expire: long enough for any holder to see it (a key that
+// kept the holder's own short TTL could expire first, and the loss read as
+// an expiry).
+const (
+	thiefID  = "redislocktest:another-owner"
+	thiefTTL = time.Minute
+)
 
 // ForceLoss makes l lose the lock it holds as a real outage would: with
 // Expired its key is deleted, with TakenOver it is overwritten by another
-// owner's id (keeping its TTL). Nothing is changed in l: it learns of the
+// owner's id, which holds it for a minute (delete the key, or Reset the
+// lock, to free it sooner; Steal gives a thief that can release). Nothing is changed in l: it learns of the
 // loss as in production, at once where its key is watched (a real server,
 // WithTracking on by default), else at its next renewal or local deadline.
 // Done then closes and Err matches redislock.ErrLost and reason; a Do
@@ -176,7 +183,7 @@ func (s *Server) ForceLoss(l *redislock.Lock, reason error) {
 	case Expired:
 		err = s.admin.Del(ctx, l.Key()).Err()
 	case TakenOver:
-		err = s.admin.Set(ctx, l.Key(), thiefID, redis.KeepTTL).Err()
+		err = s.admin.Set(ctx, l.Key(), thiefID, thiefTTL).Err()
 	default:
 		s.t.Fatalf("redislocktest: ForceLoss reason %v: want redislocktest.Expired or redislocktest.TakenOver", reason)
 	}

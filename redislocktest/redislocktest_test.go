@@ -70,6 +70,7 @@ func TestForceLoss(t *testing.T) {
 				}
 
 				// Do: the callback's context is cancelled with the loss.
+				s.Client().Del(ctx, l.Key()) // free again (a TakenOver key lives a minute)
 				err = l.Do(ctx, func(ctx context.Context) error {
 					s.ForceLoss(l, reason)
 					select {
