@@ -51,8 +51,10 @@ func (s *rowSink) count() int     { s.mu.Lock(); defer s.mu.Unlock(); return len
 // The job stops writing when its lock is taken over, and says why.
 func TestExampleJobStopsWhenTheLockIsLost(t *testing.T) {
 	srv := redislocktest.NewMini(t)
-	// A short expire: the renewal (every ~33 ms) finds the loss quickly.
-	lock, err := redislock.New(srv.Client(), "copy", redislock.WithExpire(50*time.Millisecond), redislock.WithAutoRenewal())
+	// On miniredis the loss is found at the next renewal, about 660 ms in
+	// with a 1 s expire; shorter expires leave a renewal too little slack
+	// on a loaded machine, and the hold ends as unreachable instead.
+	lock, err := redislock.New(srv.Client(), "copy", redislock.WithExpire(time.Second), redislock.WithAutoRenewal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestExampleJobStopsWhenTheLockIsLost(t *testing.T) {
 		if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrTakenOver) {
 			t.Fatalf("copyRows() = %v, want a loss by takeover", err)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(3 * time.Second):
 		t.Fatal("the job went on writing after its lock was lost")
 	}
 	select {
@@ -85,7 +87,7 @@ func TestExampleJobStopsWhenTheLockIsLost(t *testing.T) {
 // renewals are retried, and the copy completes.
 func TestExampleJobSurvivesAShortOutage(t *testing.T) {
 	srv := redislocktest.NewMini(t)
-	lock, err := redislock.New(srv.Client(), "copy", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
+	lock, err := redislock.New(srv.Client(), "copy", redislock.WithExpire(1500*time.Millisecond), redislock.WithAutoRenewal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +95,10 @@ func TestExampleJobSurvivesAShortOutage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- copyRows(context.Background(), lock, rows, sink.write) }()
 	rows <- "row 1"
-	// 450 ms: the renewal due at ~400 ms fails, and its retry 60 ms
-	// later, after the outage, succeeds before the ~590 ms deadline.
-	srv.Outage(450 * time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	// 1.1 s: the renewal due at ~990 ms fails, and a retry (every 150 ms)
+	// after the outage succeeds before the ~1480 ms deadline.
+	srv.Outage(1100 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	rows <- "row 2"
 	close(rows)
 	if err := <-done; err != nil {
