@@ -19,10 +19,12 @@
 // in-process server's clock, which expires keys at once; the holder then
 // learns of it at its next renewal (auto-renewal runs every two thirds of
 // the expire), or at its local deadline, in real time. So keep such tests
-// fast with short expires rather than by moving clocks: a 1 s expire
-// renews about every 660 ms. Much shorter ones leave a renewal too little
-// slack on a loaded CI machine (it has a third of the expire to come
-// back), and a hold then ends as unreachable instead of as the test meant. The library has no option to inject a clock: a deadline
+// fast with short expires rather than by moving clocks: a 300 ms expire
+// renews about every 200 ms. A renewal has a third of the expire to come
+// back; on a loaded CI machine a 50 ms expire's 17 ms is sometimes too
+// little, and the hold then ends as unreachable instead of as the test
+// meant. A test that checks the loss's reason is safest with about a
+// second. The library has no option to inject a clock: a deadline
 // that a test can move is one production could get wrong, and short
 // expires give the same coverage in milliseconds.
 package redislocktest
