@@ -97,7 +97,11 @@ func (p pyLock) release(ctx context.Context) int64 {
 func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithID("shared-id"))
+	// The read starts half the margin before the local deadline, at most
+	// 50 ms: with the default margin (12 ms) that is 6 ms, and a loaded
+	// machine (CI, -race) can start the read too late to count. 300 ms
+	// gives it the full 50 ms.
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithID("shared-id"), redislock.WithSafetyMargin(300*time.Millisecond))
 	mustAcquire(t, ctx, l)
 	py := pyLock{c: s.Client(), name: "job", id: "shared-id", expire: 3}
 	if n := py.extend(ctx, 3); n != 0 {
@@ -138,7 +142,10 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 func TestDeadlineReadSeesTakeover(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithTracking(false))
+	// A 300 ms margin gives the read its full 50 ms lead: with the
+	// default 12 ms margin it has 6 ms, and in CI it once came too late
+	// (the hold then ends at its deadline as ErrExpired, as without a read).
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithTracking(false), redislock.WithSafetyMargin(300*time.Millisecond))
 	mustAcquire(t, ctx, l)
 	if err := s.Client().Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
