@@ -45,7 +45,11 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// Server is a Redis for one test, stopped when the test ends.
+// Server is a Redis for one test, stopped when the test ends. Release
+// the locks a test holds before it ends (defer lock.Release): a hold left
+// on keeps the library's watch and renewal of it running until its local
+// deadline, against a server that is gone, and goleak reports those
+// goroutines.
 type Server struct {
 	// Addr is the server's host:port on loopback.
 	Addr string
@@ -228,8 +232,10 @@ func (s *Server) Steal(l *redislock.Lock, opts ...redislock.Option) *redislock.L
 // time out). A renewal that fails is retried, so a hold survives an
 // outage shorter than its expire less the safety margin, and is lost with
 // redislock.ErrUnreachable at its local deadline otherwise. The outage
-// ends after d, or when the test ends; a second Outage while one runs
-// fails the test.
+// ends after d; an in-process one also when the test ends (a real
+// server's pause cannot be lifted early, not even by CLIENT UNPAUSE,
+// which waits like any command: the server is stopped with the test). A
+// second Outage while one runs fails the test.
 func (s *Server) Outage(d time.Duration) {
 	s.t.Helper()
 	s.mu.Lock()
