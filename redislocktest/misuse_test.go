@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/redislocktest"
 )
@@ -84,6 +86,12 @@ func TestMisuseFailsTheTest(t *testing.T) {
 				}
 			}
 			want("ForceLoss with another reason", r.fails(func() { s.ForceLoss(l, errors.New("gone")) }), "want redislocktest.Expired or redislocktest.TakenOver")
+			idle, err := redislock.New(s.Client(), "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want("ForceLoss of a Lock that does not hold", r.fails(func() { s.ForceLoss(idle, redislocktest.Expired) }), "does not hold its lock")
+			want("Steal from a Lock that does not hold", r.fails(func() { s.Steal(idle) }), "does not hold its lock")
 			want("Steal with another key prefix", r.fails(func() { s.Steal(l, redislock.WithKeyPrefix("other:")) }), "give it l's WithKeyPrefix")
 			if owner, err := l.OwnerID(ctx); err != nil || owner != l.ID() {
 				t.Fatalf("after the refused calls the key holds %q (%v), want the holder's id", owner, err)
@@ -102,13 +110,71 @@ func TestMisuseFailsTheTest(t *testing.T) {
 	}
 }
 
-// An in-process Outage still running when the test ends is ended by the
-// test's cleanup, and the server serves again.
+// Steal refuses a thief whose token is not above a fencing holder's, and
+// a watched holder sees the steal as a takeover.
+func TestStealChecksTheToken(t *testing.T) {
+	for _, kind := range []string{"mini", "real"} {
+		t.Run(kind, func(t *testing.T) {
+			r := &recorder{TB: t}
+			defer r.cleanup()
+			s := newOn(kind, r)
+			ctx := context.Background()
+			l, err := redislock.New(s.Client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			msg := r.fails(func() { s.Steal(l, redislock.WithExpire(time.Minute)) })
+			if !strings.Contains(msg, "give it redislock.WithFencing") {
+				t.Fatalf("Steal without WithFencing failed with %q, want it to ask for WithFencing", msg)
+			}
+			if kind == "real" { // watched: the takeover is seen at once
+				select {
+				case <-l.Done():
+				case <-time.After(2 * time.Second):
+					t.Fatal("Done still open 2 s after Steal")
+				}
+				if !errors.Is(l.Err(), redislock.ErrTakenOver) {
+					t.Fatalf("Err() after Steal = %v, want ErrTakenOver", l.Err())
+				}
+			}
+		})
+	}
+}
+
+// ForceLoss acts at once on the in-process server during an Outage.
+func TestForceLossDuringOutage(t *testing.T) {
+	s := redislocktest.NewMini(t)
+	ctx := context.Background()
+	l, err := redislock.New(s.Client(), "job", redislock.WithExpire(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Outage(300 * time.Millisecond)
+	s.ForceLoss(l, redislocktest.TakenOver)
+	if v, err := s.Miniredis().Get(l.Key()); err != nil || v == l.ID() {
+		t.Fatalf("during the outage the key holds %q (%v), want another owner's id", v, err)
+	}
+}
+
+// An Outage still running when the test ends is ended by the test's
+// cleanup, and the server serves again at once.
 func TestOutageEndsWithTheTest(t *testing.T) {
+	for _, kind := range []string{"mini", "real"} {
+		t.Run(kind, func(t *testing.T) { testOutageEndsWithTheTest(t, kind) })
+	}
+}
+
+func testOutageEndsWithTheTest(t *testing.T, kind string) {
 	r := &recorder{TB: t}
 	defer r.cleanup()
-	s := redislocktest.NewMini(r)
-	c := s.Client()
+	s := newOn(kind, r)
+	c := s.Client(func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond; o.MaxRetries = -1 })
 	n := len(r.cleanups)
 	s.Outage(time.Hour)
 	if err := c.Ping(context.Background()).Err(); err == nil {
@@ -118,7 +184,8 @@ func TestOutageEndsWithTheTest(t *testing.T) {
 		f()
 	}
 	r.cleanups = r.cleanups[:n]
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		t.Fatalf("PING after the test's cleanup ended the outage: %v", err)
+	start := time.Now()
+	if err := c.Ping(context.Background()).Err(); err != nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("PING after the test's cleanup ended the outage: %v after %v", err, time.Since(start))
 	}
 }

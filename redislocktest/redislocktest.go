@@ -45,7 +45,11 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// Server is a Redis for one test, stopped when the test ends. Release
+// Server is a Redis for one test, stopped when the test ends. It belongs
+// to that test: its helpers fail it (not a subtest that calls them: a
+// helper failing from a subtest of it panics), and an Outage started from
+// a subtest lasts past the subtest's end. Give each test or subtest that
+// needs one a Server of its own; they start in milliseconds. Release
 // the locks a test holds before it ends (defer lock.Release): a hold left
 // on keeps the library's watch and renewal of it running until its local
 // deadline, against a server that is gone, and goleak reports those
@@ -56,6 +60,7 @@ type Server struct {
 
 	t     testing.TB
 	mini  *miniredis.Miniredis // nil for a real server
+	real  *redistest.Server    // nil for the in-process server
 	admin *redis.Client        // the kit's own connection
 
 	mu     sync.Mutex
@@ -118,7 +123,7 @@ func NewReal(t testing.TB) *Server {
 		t.Skip(msg)
 	}
 	r := redistest.Start(t)
-	s := &Server{Addr: r.Addr, t: t}
+	s := &Server{Addr: r.Addr, t: t, real: r}
 	s.admin = s.Client()
 	return s
 }
@@ -166,47 +171,101 @@ var (
 	TakenOver = redislock.ErrTakenOver
 )
 
-// thiefID is the owner id ForceLoss writes for TakenOver, and thiefTTL
-// that owner's expire: long enough for any holder to see it (a key that
-// kept the holder's own short TTL could expire first, and the loss read as
-// an expiry).
+// thiefID is the owner id ForceLoss writes for TakenOver (stealingID the
+// one Steal writes first), and thiefTTL that owner's expire: long enough
+// for any holder to see it (a key that kept the holder's own short TTL
+// could expire first, and the loss read as an expiry).
 const (
-	thiefID  = "redislocktest:another-owner"
-	thiefTTL = time.Minute
+	thiefID    = "redislocktest:another-owner"
+	stealingID = "redislocktest:stealing"
+	thiefTTL   = time.Minute
 )
+
+// mustHold fails the test unless l's key on this server holds l's id: a
+// helper given a Lock that does not hold its lock here (never acquired,
+// released, lost, or on another server) would change some other holder's
+// key. In-process it reads the server's data directly, so it works during
+// an Outage.
+func (s *Server) mustHold(helper string, l *redislock.Lock) {
+	s.t.Helper()
+	var (
+		v   string
+		err error
+	)
+	if s.mini != nil {
+		v, err = s.mini.Get(l.Key())
+	} else {
+		v, err = s.admin.Get(context.Background(), l.Key()).Result()
+	}
+	if err != nil || v != l.ID() {
+		if err != nil {
+			v = "nothing (" + err.Error() + ")"
+		} else {
+			v = fmt.Sprintf("%q", v)
+		}
+		s.t.Fatalf("redislocktest: %s: the Lock does not hold its lock on %v: its key %q holds %s, not its id %q", helper, s, l.Key(), v, l.ID())
+	}
+}
 
 // ForceLoss makes l lose the lock it holds as a real outage would: with
 // Expired its key is deleted, with TakenOver it is overwritten by another
 // owner's id, which holds it for a minute (delete the key, or Reset the
-// lock, to free it sooner; Steal gives a thief that can release). Nothing is changed in l: it learns of the
-// loss as in production, at once where its key is watched (a real server,
-// WithTracking on by default), else at its next renewal or local deadline.
-// Done then closes and Err matches redislock.ErrLost and reason; a Do
-// callback's context is cancelled. Other reasons fail the test.
+// lock, to free it sooner; Steal gives a thief that can release). Nothing
+// is changed in l: it learns of the loss as in production, at once where
+// its key is watched (a real server, WithTracking on by default), else at
+// its next renewal or at its local deadline. Done then closes and Err
+// matches redislock.ErrLost and reason; a Do callback's context is
+// cancelled. A hold with no expire (New's default) has neither renewal
+// nor deadline: on the in-process server, or with tracking off, it never
+// learns of the loss.
+//
+// It fails the test when l's key does not hold l's id on this server, and
+// for a reason other than Expired and TakenOver. During an Outage the
+// in-process server is changed at once; a real one when the outage ends.
 func (s *Server) ForceLoss(l *redislock.Lock, reason error) {
 	s.t.Helper()
-	ctx := context.Background()
-	var err error
-	switch reason {
-	case Expired:
-		err = s.admin.Del(ctx, l.Key()).Err()
-	case TakenOver:
-		err = s.admin.Set(ctx, l.Key(), thiefID, thiefTTL).Err()
-	default:
+	if reason != Expired && reason != TakenOver {
 		s.t.Fatalf("redislocktest: ForceLoss reason %v: want redislocktest.Expired or redislocktest.TakenOver", reason)
 	}
-	if err != nil {
+	s.mustHold("ForceLoss", l)
+	if err := s.overwrite(l.Key(), reason == TakenOver, thiefID); err != nil {
 		s.t.Fatalf("redislocktest: ForceLoss: %v", err)
 	}
 }
 
-// Steal makes another owner take l's lock: its key is deleted and a new
-// Lock for the same name, with opts (give it the options l has, such as
-// redislock.WithFencing and redislock.WithKeyPrefix), acquires it on the
-// kit's client. It returns that Lock, which holds the lock (its fencing
-// token is above l's): for testing that fencing and Lock.Guard refuse l's
-// late writes. l learns of the loss as ForceLoss describes, with
-// redislock.ErrTakenOver.
+// overwrite deletes key, or (set) gives it id for thiefTTL.
+func (s *Server) overwrite(key string, set bool, id string) error {
+	if s.mini != nil {
+		if !set {
+			s.mini.Del(key)
+			return nil
+		}
+		if err := s.mini.Set(key, id); err != nil {
+			return err
+		}
+		s.mini.SetTTL(key, thiefTTL)
+		return nil
+	}
+	ctx := context.Background()
+	if !set {
+		return s.admin.Del(ctx, key).Err()
+	}
+	return s.admin.Set(ctx, key, id, thiefTTL).Err()
+}
+
+// Steal makes another owner take l's lock, and returns that owner: a new
+// Lock for the same name, with opts, which holds the lock. Give it the
+// options l has (its fencing token is then above l's, and its key
+// expires as l's would: without WithExpire it never does), at least
+// redislock.WithKeyPrefix and redislock.WithFencing when l has them; it
+// fails the test when the thief's key or token shows they differ. For
+// testing that fencing and Lock.Guard refuse l's late writes.
+//
+// l learns of the loss as ForceLoss describes, with redislock.ErrTakenOver:
+// the key first gets another owner's id, and only then is it freed for the
+// thief's acquire (a holder watching its key sees a takeover, never a
+// moment without key). It fails the test when l's key does not hold l's
+// id, and needs the server up (not during an Outage).
 func (s *Server) Steal(l *redislock.Lock, opts ...redislock.Option) *redislock.Lock {
 	s.t.Helper()
 	ctx := context.Background()
@@ -217,25 +276,42 @@ func (s *Server) Steal(l *redislock.Lock, opts ...redislock.Option) *redislock.L
 	if thief.Key() != l.Key() {
 		s.t.Fatalf("redislocktest: Steal: the thief's key %q is not %q: give it l's WithKeyPrefix", thief.Key(), l.Key())
 	}
-	if err := s.admin.Del(ctx, l.Key()).Err(); err != nil {
+	s.mustHold("Steal", l)
+	if err := s.overwrite(l.Key(), true, stealingID); err != nil {
+		s.t.Fatalf("redislocktest: Steal: %v", err)
+	}
+	if s.mini == nil {
+		// A watched holder hears of the takeover within milliseconds; let
+		// it, before the key is briefly missing.
+		select {
+		case <-l.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := s.overwrite(l.Key(), false, ""); err != nil {
 		s.t.Fatalf("redislocktest: Steal: %v", err)
 	}
 	if err := thief.TryAcquire(ctx); err != nil {
 		s.t.Fatalf("redislocktest: Steal: %v", err)
 	}
+	if l.Token() != 0 && thief.Token() <= l.Token() {
+		thief.Release(ctx)
+		s.t.Fatalf("redislocktest: Steal: the thief's fencing token %d is not above the holder's %d: give it redislock.WithFencing", thief.Token(), l.Token())
+	}
 	return thief
 }
 
-// Outage makes the server refuse service for d, starting now, and
-// returns at once: every command fails (in-process: with an error reply)
-// or hangs until d has passed (a real server: CLIENT PAUSE, so commands
-// time out). A renewal that fails is retried, so a hold survives an
-// outage shorter than its expire less the safety margin, and is lost with
-// redislock.ErrUnreachable at its local deadline otherwise. The outage
-// ends after d; an in-process one also when the test ends (a real
-// server's pause cannot be lifted early, not even by CLIENT UNPAUSE,
-// which waits like any command: the server is stopped with the test). A
-// second Outage while one runs fails the test.
+// Outage makes the server stop serving for d, starting now, and returns
+// at once. In-process every command fails with an error reply; a real
+// server is stopped (SIGSTOP), so commands hang and time out, as when a
+// server stalls or the network drops its packets. A renewal that fails is
+// retried until the hold's local deadline: a hold always survives an
+// outage shorter than about a fifth of its expire (a third, less the
+// safety margin and the pause between retries), never one longer than
+// its expire, and between those it depends on where the outage falls
+// between two renewals. A hold that does not survive is lost with
+// redislock.ErrUnreachable at its deadline. The outage ends after d, or
+// when the test ends. A second Outage while one runs fails the test.
 func (s *Server) Outage(d time.Duration) {
 	s.t.Helper()
 	s.mu.Lock()
@@ -244,10 +320,7 @@ func (s *Server) Outage(d time.Duration) {
 		s.t.Fatal("redislocktest: Outage while another runs")
 	}
 	if s.mini == nil {
-		ms := max(d.Milliseconds(), 1)
-		if err := s.admin.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err(); err != nil {
-			s.t.Fatalf("redislocktest: Outage: CLIENT PAUSE: %v", err)
-		}
+		s.real.Pause()
 	} else {
 		s.mini.SetError("redislocktest: outage")
 	}
@@ -260,6 +333,8 @@ func (s *Server) Outage(d time.Duration) {
 		s.outage = nil
 		if s.mini != nil {
 			s.mini.SetError("")
+		} else {
+			s.real.Cont()
 		}
 	}
 	s.outage = time.AfterFunc(d, end)

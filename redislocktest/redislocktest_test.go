@@ -64,9 +64,9 @@ func TestServerClient(t *testing.T) {
 // ForceLoss ends a renewing hold with the matching reason, and cancels a
 // Do callback's context.
 func TestForceLoss(t *testing.T) {
-	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
-		for _, reason := range []error{redislocktest.Expired, redislocktest.TakenOver} {
-			t.Run(reason.Error(), func(t *testing.T) {
+	for _, reason := range []error{redislocktest.Expired, redislocktest.TakenOver} {
+		t.Run(reason.Error(), func(t *testing.T) {
+			onBoth(t, func(t *testing.T, s *redislocktest.Server) {
 				ctx := context.Background()
 				l, err := redislock.New(s.Client(), "job", redislock.WithExpire(testExpire), redislock.WithAutoRenewal())
 				if err != nil {
@@ -96,8 +96,8 @@ func TestForceLoss(t *testing.T) {
 					t.Fatalf("Do() = %v, want ErrLost and %v", err, reason)
 				}
 			})
-		}
-	})
+		})
+	}
 }
 
 // Steal: another owner holds the lock, with a higher fencing token; the
@@ -140,14 +140,14 @@ func TestSteal(t *testing.T) {
 func TestFastForward(t *testing.T) {
 	s := redislocktest.NewMini(t)
 	ctx := context.Background()
-	l, err := redislock.New(s.Client(), "job", redislock.WithExpire(60*time.Millisecond), redislock.WithAutoRenewal())
+	l, err := redislock.New(s.Client(), "job", redislock.WithExpire(testExpire), redislock.WithAutoRenewal())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.FastForward(time.Second)
+	s.FastForward(2 * testExpire)
 	if n := s.Client().Exists(ctx, l.Key()).Val(); n != 0 {
 		t.Fatal("the key outlived FastForward past its TTL")
 	}
@@ -160,16 +160,16 @@ func TestFastForward(t *testing.T) {
 // Outage: a hold survives one shorter than what its renewals can bridge,
 // and is lost with ErrUnreachable at its deadline after a longer one.
 func TestOutage(t *testing.T) {
-	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
-		for _, c := range []struct {
-			name    string
-			outage  time.Duration
-			survive bool
-		}{
-			{"short", 200 * time.Millisecond, true},
-			{"long", 2 * time.Second, false},
-		} {
-			t.Run(c.name, func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		outage  time.Duration
+		survive bool
+	}{
+		{"short", 200 * time.Millisecond, true},
+		{"long", 2 * time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			onBoth(t, func(t *testing.T, s *redislocktest.Server) {
 				ctx := context.Background()
 				// A 1 s expire renews at about 660 ms, and retries every 100
 				// ms until its local deadline (about 988 ms) when it fails.
@@ -202,6 +202,6 @@ func TestOutage(t *testing.T) {
 					}
 				}
 			})
-		}
-	})
+		})
+	}
 }
