@@ -136,6 +136,8 @@ type tracker struct {
 	refused error                       // Redis refused tracking; retry after retryAt
 	retryAt time.Time
 	idle    *time.Timer // closes the connections after trackerIdle
+	wake    *time.Timer // pokes run at wakeAt (see wakeByLocked)
+	wakeAt  time.Time   // when wake fires; zero when it is not pending
 	closed  bool        // out of the registry: make a new one
 	retire  bool        // close as soon as no hold is left (another tracker of the server is idle now)
 }
@@ -256,9 +258,40 @@ func (t *tracker) add(key string, h *hold) addResult {
 		prev := t.exited
 		t.exited = make(chan struct{})
 		go t.run(prev, t.exited)
+		return addOK
 	}
-	t.poke()
+	// run has nothing to do for the key before its first read: waking it
+	// by then is enough (a hold that ends sooner wakes nobody).
+	t.wakeByLocked(t.armAt[key])
 	return addOK
+}
+
+// wakeByLocked has run woken (poked) no later than at, which is all run
+// needs to see a change that is not due before at: it then sets its own
+// timers from the state. A wake-up pending for at or earlier already does;
+// none pending, or one later, is (re)set. It is cheaper than a poke: no
+// goroutine runs until the timer fires, and one timer serves every change
+// until then (a tight acquire/release loop pokes run once per armDelay,
+// not twice per cycle). t.mu is held.
+func (t *tracker) wakeByLocked(at time.Time) {
+	if !t.wakeAt.IsZero() && !t.wakeAt.After(at) {
+		return
+	}
+	t.wakeAt = at
+	d := time.Until(at)
+	if t.wake == nil {
+		t.wake = time.AfterFunc(d, t.wakeFired)
+		return
+	}
+	t.wake.Reset(d)
+}
+
+// wakeFired is the wake timer's function.
+func (t *tracker) wakeFired() {
+	t.mu.Lock()
+	t.wakeAt = time.Time{}
+	t.mu.Unlock()
+	t.poke()
 }
 
 // remove stops watching key for h; a no-op when it was not watched.
@@ -278,7 +311,9 @@ func (t *tracker) remove(key string, h *hold) {
 		delete(t.tracked, key)
 	}
 	if len(t.holds) == 0 {
-		t.poke() // run exits
+		// run lingers, then exits: it need not know at once (a hold taken
+		// again meanwhile keeps it busy without a wake-up).
+		t.wakeByLocked(time.Now().Add(armDelay))
 	}
 }
 

@@ -21,8 +21,32 @@ import (
 type contender struct {
 	name string
 	// worker returns a handle on lock name with its own Redis client, as a
-	// separate process would have; commands it sends are added to sent.
-	worker func(addr, name string, sent *atomic.Int64) (worker, error)
+	// separate process would have, built as cc says.
+	worker func(cc clientCfg, name string) (worker, error)
+}
+
+// clientCfg says how a worker's client is built.
+type clientCfg struct {
+	addr string
+	// sent, when set, counts the commands the client sends (a hook); nil
+	// leaves the client without hooks, for workloads that count on the
+	// server instead.
+	sent *atomic.Int64
+	// defaults builds a go-redis client with go-redis's default options
+	// (ContextTimeoutEnabled off), as a user who did not read our README
+	// would; otherwise ContextTimeoutEnabled is on, as it advises.
+	defaults bool
+}
+
+// withHook returns cc counting into sent, with ContextTimeoutEnabled.
+func withHook(addr string, sent *atomic.Int64) clientCfg { return clientCfg{addr: addr, sent: sent} }
+
+// configName names the client configuration in reports.
+func (cc clientCfg) configName() string {
+	if cc.defaults {
+		return "defaults"
+	}
+	return "ContextTimeoutEnabled"
 }
 
 // A worker takes and releases one lock. lock blocks until the lock is held
@@ -45,17 +69,19 @@ func (h counting) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
 
-func goredisClient(addr string, sent *atomic.Int64) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	c.AddHook(counting{sent})
+func goredisClient(cc clientCfg) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: cc.addr, ContextTimeoutEnabled: !cc.defaults})
+	if cc.sent != nil {
+		c.AddHook(counting{cc.sent})
+	}
 	return c
 }
 
 const benchTTL = 10 * time.Second
 
 var contenders = []contender{
-	{"go-redis-lock", func(addr, name string, sent *atomic.Int64) (worker, error) {
-		c := goredisClient(addr, sent)
+	{"go-redis-lock", func(cc clientCfg, name string) (worker, error) {
+		c := goredisClient(cc)
 		l, err := redislock.New(c, name, redislock.WithExpire(benchTTL))
 		return ourWorker{l, c}, err
 	}},
@@ -83,9 +109,9 @@ type bsmW struct {
 	held   *bsm.Lock
 }
 
-func bsmWorker(retry bsm.RetryStrategy) func(addr, name string, sent *atomic.Int64) (worker, error) {
-	return func(addr, name string, sent *atomic.Int64) (worker, error) {
-		c := goredisClient(addr, sent)
+func bsmWorker(retry bsm.RetryStrategy) func(cc clientCfg, name string) (worker, error) {
+	return func(cc clientCfg, name string) (worker, error) {
+		c := goredisClient(cc)
 		return &bsmW{locker: bsm.New(c), c: c, name: name, retry: retry}, nil
 	}
 }
@@ -103,9 +129,9 @@ type redsyncW struct {
 	c *redis.Client
 }
 
-func redsyncWorker(opts ...redsync.Option) func(addr, name string, sent *atomic.Int64) (worker, error) {
-	return func(addr, name string, sent *atomic.Int64) (worker, error) {
-		c := goredisClient(addr, sent)
+func redsyncWorker(opts ...redsync.Option) func(cc clientCfg, name string) (worker, error) {
+	return func(cc clientCfg, name string) (worker, error) {
+		c := goredisClient(cc)
 		rs := redsync.New(redsyncgoredis.NewPool(c))
 		return redsyncW{rs.NewMutex(name, append([]redsync.Option{redsync.WithExpiry(benchTTL)}, opts...)...), c}, nil
 	}
@@ -157,15 +183,20 @@ type rueidisW struct {
 	cancel context.CancelFunc
 }
 
-func rueidisWorker(addr, name string, sent *atomic.Int64) (worker, error) {
+// rueidisWorker: rueidis has no ContextTimeoutEnabled (it always honours
+// contexts), so both client configurations build the same client.
+func rueidisWorker(cc clientCfg, name string) (worker, error) {
 	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+		ClientOption: rueidis.ClientOption{InitAddress: []string{cc.addr}},
 		ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
 			c, err := rueidis.NewClient(o)
 			if err != nil {
 				return nil, err
 			}
-			return rueidisCounting{c, sent}, nil
+			if cc.sent == nil {
+				return c, nil
+			}
+			return rueidisCounting{c, cc.sent}, nil
 		},
 	})
 	if err != nil {

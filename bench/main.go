@@ -36,6 +36,7 @@ type config struct {
 	mixedDuration time.Duration
 	onlyMixed     bool // run the mixed-fleet workload alone, print it, write nothing
 	onlyCache     bool // run the cache-stampede workload alone, print it, write nothing
+	onlyUnc       bool // run the uncontended matrix alone, print it, write nothing
 	out           string
 	chart         string
 }
@@ -48,6 +49,7 @@ func main() {
 	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations) and print it (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
@@ -78,6 +80,14 @@ func run(cfg config) error {
 		_, err := runCache(ctx, srv.addr, cfg)
 		return err
 	}
+	if cfg.onlyUnc {
+		rows, err := uncontendedMatrix(ctx, srv.addr, cfg.repeats, cfg.duration)
+		if err != nil {
+			return err
+		}
+		fmt.Print(uncTable(rows))
+		return nil
+	}
 	if cfg.onlyMixed {
 		cases, err := runMixed(ctx, srv.addr, cfg)
 		if err != nil {
@@ -95,15 +105,14 @@ func run(cfg config) error {
 		rep.raw = append(rep.raw, rawBaseline(ctx, srv.addr, cfg.duration))
 	}
 	log.Printf("baselines: PING p50 %v, raw SET NX PX + DEL %.0f cycles/s", median(rep.ping), medianF(rep.raw, func(r cycles) float64 { return r.perSec }))
+	if rep.unc, err = uncontendedMatrix(ctx, srv.addr, cfg.repeats, cfg.duration); err != nil {
+		return err
+	}
+	log.Printf("uncontended matrix:\n%s", uncTable(rep.unc))
 
 	for _, c := range contenders {
 		res := &contenderResult{name: c.name, allocs: allocsPerCycle(ctx, srv.addr, c)}
 		for i := 0; i < cfg.repeats; i++ {
-			u, err := uncontended(ctx, srv.addr, c, cfg.duration)
-			if err != nil {
-				return fmt.Errorf("%s: uncontended: %w", c.name, err)
-			}
-			res.uncontended = append(res.uncontended, u)
 			k, err := contended(ctx, srv.addr, c, 8, cfg.duration, time.Millisecond)
 			if err != nil {
 				return fmt.Errorf("%s: contended: %w", c.name, err)
@@ -120,9 +129,8 @@ func run(cfg config) error {
 			}
 			res.counter = append(res.counter, n)
 		}
-		log.Printf("%-28s uncontended %6.0f/s  contended %6.0f/s  hand-off p50 %8v  waiting cmds %7.0f  lost %d",
-			c.name, medianF(res.uncontended, func(r cycles) float64 { return r.perSec }),
-			medianF(res.contended, func(r contention) float64 { return r.perSec }),
+		log.Printf("%-28s contended %6.0f/s  hand-off p50 %8v  waiting cmds %7.0f  lost %d",
+			c.name, medianF(res.contended, func(r contention) float64 { return r.perSec }),
 			medianD(res.contended, func(r contention) time.Duration { return r.handoffP50 }),
 			medianF(res.waiters, func(r waiting) float64 { return float64(r.commands) }),
 			maxLost(res.counter))

@@ -249,7 +249,7 @@ func mixed(ctx context.Context, addr string, goN, pyN int, d, hold, pause time.D
 	}
 	workers := make([]acq, 0, goN+pyN)
 	for i := 0; i < goN; i++ {
-		c := goredisClient(addr, &goSent)
+		c := goredisClient(withHook(addr, &goSent))
 		l, err := redislock.New(c, name, redislock.WithExpire(mixedExpire))
 		if err != nil {
 			c.Close()

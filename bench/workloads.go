@@ -46,12 +46,11 @@ type count struct {
 }
 
 type contenderResult struct {
-	name        string
-	allocs      int64 // per uncontended cycle, from testing.Benchmark
-	uncontended []cycles
-	contended   []contention
-	waiters     []waiting
-	counter     []count
+	name      string
+	allocs    int64 // per uncontended cycle, from testing.Benchmark
+	contended []contention
+	waiters   []waiting
+	counter   []count
 }
 
 func pingBaseline(ctx context.Context, addr string, n int) time.Duration {
@@ -82,43 +81,11 @@ func rawBaseline(ctx context.Context, addr string, d time.Duration) cycles {
 	return cycles{perSec: float64(len(lat)) / time.Since(start).Seconds(), p50: median(lat), p99: percentile(lat, 0.99), commands: 2}
 }
 
-// uncontended runs one worker's acquire+release cycles for d.
-func uncontended(ctx context.Context, addr string, c contender, d time.Duration) (cycles, error) {
-	var sent atomic.Int64
-	w, err := c.worker(addr, uniqueName("uncontended"), &sent)
-	if err != nil {
-		return cycles{}, err
-	}
-	defer w.close()
-	// One cycle to load scripts, outside the measure.
-	if err := w.lock(ctx); err != nil {
-		return cycles{}, err
-	}
-	if err := w.unlock(ctx); err != nil {
-		return cycles{}, err
-	}
-	sent.Store(0)
-	var lat []time.Duration
-	start := time.Now()
-	for time.Since(start) < d {
-		t := time.Now()
-		if err := w.lock(ctx); err != nil {
-			return cycles{}, err
-		}
-		if err := w.unlock(ctx); err != nil {
-			return cycles{}, err
-		}
-		lat = append(lat, time.Since(t))
-	}
-	n := float64(len(lat))
-	return cycles{perSec: n / time.Since(start).Seconds(), p50: median(lat), p99: percentile(lat, 0.99), commands: float64(sent.Load()) / n}, nil
-}
-
 // allocsPerCycle measures the allocations of one uncontended cycle with
 // testing.Benchmark.
 func allocsPerCycle(ctx context.Context, addr string, c contender) int64 {
 	var sent atomic.Int64
-	w, err := c.worker(addr, uniqueName("allocs"), &sent)
+	w, err := c.worker(withHook(addr, &sent), uniqueName("allocs"))
 	if err != nil {
 		return -1
 	}
@@ -176,7 +143,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 	name := uniqueName("contended")
 	workers := make([]worker, n)
 	for i := range workers {
-		w, err := c.worker(addr, name, &sent)
+		w, err := c.worker(withHook(addr, &sent), name)
 		if err != nil {
 			return contention{}, err
 		}
@@ -263,7 +230,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 func waiters(ctx context.Context, addr string, c contender, n int, hold time.Duration) (waiting, error) {
 	name := uniqueName("waiters")
 	var holderSent, sent atomic.Int64
-	holder, err := c.worker(addr, name, &holderSent)
+	holder, err := c.worker(withHook(addr, &holderSent), name)
 	if err != nil {
 		return waiting{}, err
 	}
@@ -276,7 +243,7 @@ func waiters(ctx context.Context, addr string, c contender, n int, hold time.Dur
 	got := make(chan time.Time, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		w, err := c.worker(addr, name, &sent)
+		w, err := c.worker(withHook(addr, &sent), name)
 		if err != nil {
 			return waiting{}, err
 		}
@@ -330,7 +297,7 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		w, err := c.worker(addr, name, &sent)
+		w, err := c.worker(withHook(addr, &sent), name)
 		if err != nil {
 			return count{}, err
 		}

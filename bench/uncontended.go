@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The uncontended matrix: one worker's acquire+release loop, for every
+// library and the raw SET NX + DEL, in both client configurations, the
+// order rotated each repeat so that no library always runs first or last.
+// Nothing is hooked into the measured clients: commands are counted on the
+// server (INFO commandstats), and CPU is read from both processes (this
+// one's getrusage, the server's INFO cpu), so that no library can look fast
+// by burning a core.
+
+// uncRun is one measured window.
+type uncRun struct {
+	perSec     float64
+	p50, p99   time.Duration
+	serverCmds float64       // commands Redis ran per cycle, those inside scripts included
+	scripts    float64       // EVAL/EVALSHA per cycle
+	procCPU    time.Duration // this process's user+sys CPU per cycle
+	redisCPU   time.Duration // the server's user+sys CPU per cycle
+}
+
+// uncRow is one library in one client configuration.
+type uncRow struct {
+	name, config string
+	runs         []uncRun
+}
+
+// rawWorker is the hand-written lock: SET NX PX, then DEL.
+type rawWorker struct {
+	c   *redis.Client
+	key string
+}
+
+func (w rawWorker) lock(ctx context.Context) error {
+	ok, err := w.c.SetNX(ctx, w.key, "x", benchTTL).Result()
+	if err == nil && !ok {
+		err = fmt.Errorf("raw lock %s busy", w.key)
+	}
+	return err
+}
+func (w rawWorker) unlock(ctx context.Context) error { return w.c.Del(ctx, w.key).Err() }
+func (w rawWorker) close()                           { w.c.Close() }
+
+// rawContender is the baseline, run as a contender of the matrix.
+var rawContender = contender{"raw SET NX + DEL", func(cc clientCfg, name string) (worker, error) {
+	return rawWorker{goredisClient(cc), name}, nil
+}}
+
+// serverSample is what the server says of itself at one moment.
+type serverSample struct {
+	calls   map[string]int64 // INFO commandstats calls, by command
+	cpu     time.Duration    // used_cpu_user + used_cpu_sys
+	infoCnt int64            // our own INFO calls so far (left out)
+}
+
+func sampleServer(ctx context.Context, admin *redis.Client) (serverSample, error) {
+	s := serverSample{calls: map[string]int64{}}
+	stats, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				s.calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	cpu, err := admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(cpu, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpu += time.Duration(f * float64(time.Second))
+		}
+	}
+	return s, nil
+}
+
+// commandsSince returns the commands the server ran between a and b, with
+// the admin's own INFO calls left out, and how many of them were scripts.
+func commandsSince(a, b serverSample) (all, scripts int64) {
+	for name, n := range b.calls {
+		d := n - a.calls[name]
+		switch name {
+		case "info":
+			continue
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall":
+			scripts += d
+		}
+		all += d
+	}
+	return all, scripts
+}
+
+// processCPU is this process's user+sys CPU so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measureUncontended runs w's cycles for d and reads both processes before
+// and after.
+func measureUncontended(ctx context.Context, admin *redis.Client, w worker, d time.Duration) (uncRun, error) {
+	for range 3 { // scripts loaded, connections dialled, outside the measure
+		if err := w.lock(ctx); err != nil {
+			return uncRun{}, err
+		}
+		if err := w.unlock(ctx); err != nil {
+			return uncRun{}, err
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // let set-up work (a tracker's first read) settle
+	s0, err := sampleServer(ctx, admin)
+	if err != nil {
+		return uncRun{}, err
+	}
+	cpu0 := processCPU()
+	lat := make([]time.Duration, 0, 1<<14)
+	start := time.Now()
+	for time.Since(start) < d {
+		t := time.Now()
+		if err := w.lock(ctx); err != nil {
+			return uncRun{}, err
+		}
+		if err := w.unlock(ctx); err != nil {
+			return uncRun{}, err
+		}
+		lat = append(lat, time.Since(t))
+	}
+	elapsed := time.Since(start)
+	cpu1 := processCPU()
+	s1, err := sampleServer(ctx, admin)
+	if err != nil {
+		return uncRun{}, err
+	}
+	n := float64(len(lat))
+	all, scripts := commandsSince(s0, s1)
+	return uncRun{
+		perSec:     n / elapsed.Seconds(),
+		p50:        median(lat),
+		p99:        percentile(lat, 0.99),
+		serverCmds: float64(all) / n,
+		scripts:    float64(scripts) / n,
+		procCPU:    time.Duration(float64(cpu1-cpu0) / n),
+		redisCPU:   time.Duration(float64(s1.cpu-s0.cpu) / n),
+	}, nil
+}
+
+// uncontendedMatrix measures every contender (the raw baseline first in
+// the list) in both client configurations, repeats times, rotating the
+// order each repeat.
+func uncontendedMatrix(ctx context.Context, addr string, repeats int, d time.Duration) ([]*uncRow, error) {
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	all := append([]contender{rawContender}, contenders...)
+	var rows []*uncRow
+	index := map[string]*uncRow{}
+	for rep := 0; rep < repeats; rep++ {
+		for _, defaults := range []bool{true, false} {
+			for i := range all {
+				c := all[(i+rep)%len(all)]
+				cc := clientCfg{addr: addr, defaults: defaults}
+				key := c.name + "/" + cc.configName()
+				row := index[key]
+				if row == nil {
+					row = &uncRow{name: c.name, config: cc.configName()}
+					index[key] = row
+				}
+				w, err := c.worker(cc, uniqueName("uncontended"))
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", key, err)
+				}
+				r, err := measureUncontended(ctx, admin, w, d)
+				w.close()
+				if err != nil {
+					return nil, fmt.Errorf("%s: uncontended: %w", key, err)
+				}
+				row.runs = append(row.runs, r)
+			}
+		}
+	}
+	// Report order: by configuration, then as contenders are listed.
+	for _, defaults := range []bool{true, false} {
+		for _, c := range all {
+			rows = append(rows, index[c.name+"/"+clientCfg{defaults: defaults}.configName()])
+		}
+	}
+	return rows, nil
+}
+
+// uncTable is the matrix as a Markdown table: medians over the repeats,
+// each ratio against the raw baseline of the same configuration.
+func uncTable(rows []*uncRow) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| library | client options | cycles/s | × raw, same options | p50 | p99 | process CPU / cycle | Redis CPU / cycle | Redis commands / cycle | scripts / cycle |\n")
+	fmt.Fprintf(&b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	raw := map[string]float64{}
+	for _, r := range rows {
+		if r.name == rawContender.name {
+			raw[r.config] = medianF(r.runs, func(x uncRun) float64 { return x.perSec })
+		}
+	}
+	for _, r := range rows {
+		ps := medianF(r.runs, func(x uncRun) float64 { return x.perSec })
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %s | %s | %.1f µs | %.1f µs | %.2f | %.2f |\n", r.name, r.config, ps, ps/raw[r.config],
+			us(medianD(r.runs, func(x uncRun) time.Duration { return x.p50 })),
+			us(medianD(r.runs, func(x uncRun) time.Duration { return x.p99 })),
+			float64(medianD(r.runs, func(x uncRun) time.Duration { return x.procCPU }))/1e3,
+			float64(medianD(r.runs, func(x uncRun) time.Duration { return x.redisCPU }))/1e3,
+			medianF(r.runs, func(x uncRun) float64 { return x.serverCmds }),
+			medianF(r.runs, func(x uncRun) float64 { return x.scripts }))
+	}
+	return b.String()
+}
