@@ -28,3 +28,6 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 	defer h.mu.Unlock()
 	return h.expires, h.err != nil
 }
+
+// TrackerPokes returns how many times trackers were poked so far.
+func TrackerPokes() int64 { return pokes.Load() }
