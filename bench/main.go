@@ -37,6 +37,8 @@ type config struct {
 	onlyMixed     bool // run the mixed-fleet workload alone, print it, write nothing
 	onlyCache     bool // run the cache-stampede workload alone, print it, write nothing
 	onlyUnc       bool // run the uncontended matrix alone, print it, write nothing
+	onlyScale     bool // run the scale workloads alone, print them, write nothing
+	held, waiters int  // the many-held workload's sizes
 	out           string
 	chart         string
 }
@@ -50,6 +52,7 @@ func main() {
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations) and print it (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyScale, "only-scale", false, "run only the scale workloads (many names; many held locks with waiters) and print them (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
 	flag.Parse()
@@ -59,6 +62,10 @@ func main() {
 		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
 		cfg.trackExpire, cfg.trackRenewals = time.Second, 3 // ~2 s
 		cfg.mixedDuration = 2 * time.Second
+	}
+	cfg.held, cfg.waiters = 10000, 1000
+	if cfg.quick {
+		cfg.held, cfg.waiters = 1000, 100
 	}
 	log.SetFlags(0)
 	if err := run(cfg); err != nil {
@@ -79,6 +86,14 @@ func run(cfg config) error {
 	if cfg.onlyCache {
 		_, err := runCache(ctx, srv.addr, cfg)
 		return err
+	}
+	if cfg.onlyScale {
+		rows, err := runScale(ctx, srv.addr, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Print(scaleTables(rows, cfg))
+		return nil
 	}
 	if cfg.onlyUnc {
 		rows, err := uncontendedMatrix(ctx, srv.addr, cfg.repeats, cfg.duration)
@@ -144,6 +159,9 @@ func run(cfg config) error {
 		log.Printf("%d locks renewing every %v, tracking %-5v: %d renewals, %d commands in %v: %.1f commands per lock per minute",
 			r.locks, r.every.Round(time.Millisecond), on, r.renewals(), r.total(), r.window.Round(time.Millisecond), r.perLockMinute(r.total()))
 		rep.renewals = append(rep.renewals, r)
+	}
+	if rep.scale, err = runScale(ctx, srv.addr, cfg); err != nil {
+		return err
 	}
 	mixedCases, err := runMixed(ctx, srv.addr, cfg)
 	if err != nil {

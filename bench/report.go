@@ -16,6 +16,7 @@ type report struct {
 	ping              []time.Duration
 	raw               []cycles
 	unc               []*uncRow // the uncontended matrix
+	scale             []*scaleRow
 	results           []*contenderResult
 	renewals          []renewalCost  // the tracking workload: off, then on
 	mixed             []*mixedCase   // the mixed-fleet workload
@@ -104,6 +105,10 @@ func (r *report) markdown() string {
 	r.trackingSection(&b)
 	r.mixedSection(&b)
 	r.cacheSection(&b)
+	if len(r.scale) > 0 {
+		fmt.Fprintf(&b, "\n## 8. Scale: many names, many held locks, many waiters\n\n")
+		b.WriteString(scaleTables(r.scale, r.cfg))
+	}
 	fmt.Fprintf(&b, "\n![chart](chart.svg)\n")
 	return b.String()
 }
@@ -261,7 +266,11 @@ func (r *report) svg() string {
 		palette = "#2b6cb0"
 	)
 	panelH := titleH + len(r.results)*(barH+gap) + 20
-	height := 3*panelH + 40
+	panels := 3
+	if len(r.scale) > 0 {
+		panels = 4
+	}
+	height := panels*panelH + 40
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -298,6 +307,13 @@ func (r *report) svg() string {
 	panel(0, "Uncontended acquire+release cycles/s (higher is better)", un, false, raw, "raw SET NX+DEL")
 	panel(1, "8 workers contending, acquisitions/s (higher is better)", con, false, 0, "")
 	panel(2, "Commands sent by 32 waiters per 2 s of hold (log scale, lower is better)", wait, true, 0, "")
+	if len(r.scale) > 0 {
+		var many []bar
+		for _, s := range r.scale {
+			many = append(many, bar{s.name, medianF(s.many, func(x manyNames) float64 { return x.perSec })})
+		}
+		panel(3, fmt.Sprintf("%d workers over %d names, operations/s (higher is better)", scaleWorkers, scaleNames), many, false, 0, "")
+	}
 	b.WriteString("</svg>\n")
 	return b.String()
 }
