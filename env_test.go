@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/redislocktest"
 )
 
 // backend is a Redis for a test: a real redis-server or an in-process
@@ -37,26 +38,11 @@ func realBackend(t *testing.T) *backend {
 // runs out would keep it alive for ever).
 func miniBackend(t *testing.T) *backend {
 	t.Helper()
-	b := frozenMiniBackend(t)
-	m := b.mini
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				m.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-stopped })
-	return b
+	// The test kit's in-process server runs them so (its own tests show it).
+	s := redislocktest.NewMini(t)
+	return &backend{name: "miniredis", mini: s.Miniredis(), client: func() *redis.Client {
+		return s.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = false }) // go-redis defaults, as frozenMiniBackend's
+	}}
 }
 
 // frozenMiniBackend starts a miniredis for t whose TTLs stand still unless
