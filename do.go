@@ -51,7 +51,7 @@ func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) er
 
 // runHeld runs fn under hold h, just acquired, with a context cancelled on
 // its loss, and releases h afterwards.
-func (l *Lock) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context) error) (err error) {
+func (l *core) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context) error) (err error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	watchDone := make(chan struct{})
 	go func() {
@@ -81,7 +81,7 @@ func (l *Lock) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context
 }
 
 // current returns this Lock's current (or last) hold.
-func (l *Lock) current() *hold {
+func (l *core) current() *hold {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.hold

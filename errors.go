@@ -40,6 +40,13 @@ var (
 	// (it was taken with WithExpire(0), or by another client without one).
 	// Python's NotExpirable.
 	ErrNotExpirable = errors.New("redislock: lock has no expire and cannot be extended")
+
+	// ErrSizeMismatch is returned by a Semaphore's Acquire and TryAcquire
+	// when the semaphore's current holders use another size than this
+	// Semaphore's: nothing is taken. Every process must agree on the size
+	// while anyone holds; once the last holder is gone, the next acquire
+	// sets it.
+	ErrSizeMismatch = errors.New("redislock: semaphore holders use another size")
 )
 
 // Errors about how a hold ended, returned by Lock.Err and used as the cause
@@ -96,12 +103,16 @@ var (
 	// ErrInvalidName is returned by New for an empty lock name.
 	ErrInvalidName = invalid("empty lock name")
 
+	// ErrInvalidSize is returned by NewSemaphore for a size below 1.
+	ErrInvalidSize = invalid("semaphore size must be at least 1")
+
 	// ErrInvalidID is returned by New when WithID is given an empty id.
 	ErrInvalidID = invalid("empty owner id")
 
 	// ErrInvalidExpire is returned by New when WithExpire is given a
 	// negative duration, or a positive one below one millisecond (Redis
-	// counts expires in whole milliseconds, and PEXPIRE 0 deletes a key).
+	// counts expires in whole milliseconds, and PEXPIRE 0 deletes a key),
+	// and by NewSemaphore also for WithExpire(0): a permit must expire.
 	ErrInvalidExpire = invalid("expire must be 0 (never) or at least 1ms")
 
 	// ErrInvalidSignalExpire is returned by New and ResetAll when

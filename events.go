@@ -69,7 +69,7 @@ func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg stri
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
 // info returns the LockRef of l under id.
-func (l *Lock) info(id string) LockRef {
+func (l *core) info(id string) LockRef {
 	return LockRef{Name: l.name, Key: l.keys[0], ID: id}
 }
 

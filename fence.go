@@ -18,7 +18,10 @@ import (
 // accepted (an SQL "UPDATE ... WHERE fence <= $token", a compare in a
 // script). Then a holder that was paused past its expire, and lost the lock
 // without noticing, cannot overwrite what the next holder wrote.
-func (l *Lock) Token() int64 {
+func (l *Lock) Token() int64 { return l.token() }
+
+// token is Token, for every primitive.
+func (l *core) token() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hold == nil {

@@ -18,7 +18,9 @@ import (
 type hold struct {
 	client  redis.UniversalClient
 	name    string   // the lock's name, for events
-	lockKey []string // KEYS of the extend script
+	lockKey []string // KEYS of the extend script; the first is the key read by verify
+	extend  *redis.Script
+	reads   bool // the key holds the owner id: verify reads it
 	id      string
 	start   time.Time     // when its acquire was sent
 	ev      *events       // the Lock's observers and logger; nil: none
@@ -69,11 +71,13 @@ type hold struct {
 // newHold starts a hold, under id, whose acquire was sent at sent. The local validity
 // deadline counts from that moment, as the key's TTL counts from a moment
 // after it.
-func newHold(l *Lock, sent time.Time, id string) *hold {
+func newHold(l *core, sent time.Time, id string) *hold {
 	h := &hold{
 		client:  l.client,
 		name:    l.name,
-		lockKey: l.keys[:1],
+		lockKey: l.extendKeys,
+		extend:  l.proto.extend,
+		reads:   l.proto.readsKey,
 		id:      id,
 		start:   sent,
 		ev:      l.ev,
@@ -214,8 +218,14 @@ func (h *hold) expireLocallyLocked(reason error) bool {
 
 // checkLead is how long before the local deadline the key is read (see
 // verify): half the safety margin, at most 50 ms. With no margin there is
-// no read.
-func (h *hold) checkLead() time.Duration { return min(h.margin/2, 50*time.Millisecond) }
+// no read, nor for a primitive whose key is not the Lock's (a semaphore's
+// holders are read by its renewal only).
+func (h *hold) checkLead() time.Duration {
+	if !h.reads {
+		return 0
+	}
+	return min(h.margin/2, 50*time.Millisecond)
+}
 
 // checkAt is when the key is read before the local deadline.
 func (h *hold) checkAt() time.Time { return h.lossAt().Add(-h.checkLead()) }
@@ -409,7 +419,10 @@ func lost(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
 //     instead. An answer not in by the deadline counts for nothing.
 //
 // A lock without expire and without a watch is only ended by Release.
-func (l *Lock) Done() <-chan struct{} {
+func (l *Lock) Done() <-chan struct{} { return l.done() }
+
+// done is Done, for every primitive.
+func (l *core) done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hold == nil {
@@ -423,7 +436,10 @@ func (l *Lock) Done() <-chan struct{} {
 // an error matching ErrLost and its reason (ErrExpired, ErrTakenOver,
 // ErrUnreachable, ErrMaxHold), ErrReleased after Release, or
 // ErrNotAcquired before the first acquire.
-func (l *Lock) Err() error {
+func (l *Lock) Err() error { return l.holdErr() }
+
+// holdErr is Err, for every primitive.
+func (l *core) holdErr() error {
 	l.mu.Lock()
 	h := l.hold
 	l.mu.Unlock()

@@ -23,10 +23,15 @@ const DefaultKeyPrefix = "lock:"
 // "lock:{reports}", "lock-signal:{reports}", "lock-fence:{reports}", so
 // that all of a lock's keys hash to one slot and its scripts may touch
 // them together.
+//
+// A Semaphore's keys are derived the same way, with "-sem:",
+// "-sem-signal:", "-sem-size:" and "-sem-fence:", and are always
+// hash-tagged: "lock-sem:{pool}", "lock-sem-signal:{pool}" and so on.
 type keyScheme struct {
 	lockPrefix   string
 	signalPrefix string
 	fencePrefix  string
+	semPrefixes  [4]string // holders, signal, size, fence of a Semaphore
 	tagged       bool
 }
 
@@ -36,8 +41,26 @@ func newKeyScheme(prefix string, tagged bool) keyScheme {
 		lockPrefix:   prefix,
 		signalPrefix: base + "-signal:",
 		fencePrefix:  base + "-fence:",
+		semPrefixes:  [4]string{base + "-sem:", base + "-sem-signal:", base + "-sem-size:", base + "-sem-fence:"},
 		tagged:       tagged,
 	}
+}
+
+// semKeys returns a Semaphore's keys {holders, signal, size} and its fence
+// key, all tagged with the name.
+func (s keyScheme) semKeys(name string) (keys []string, fence string) {
+	tag := "{" + name + "}"
+	return []string{s.semPrefixes[0] + tag, s.semPrefixes[1] + tag, s.semPrefixes[2] + tag}, s.semPrefixes[3] + tag
+}
+
+// semNameOf returns the semaphore name of a holders key, and false when
+// key is not one.
+func (s keyScheme) semNameOf(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, s.semPrefixes[0])
+	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
+		return "", false
+	}
+	return name[1 : len(name)-1], true
 }
 
 // checkName reports whether name gives keys of one slot: in the tagged
@@ -73,7 +96,7 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 	if !strings.HasPrefix(key, s.lockPrefix) {
 		return "", false
 	}
-	for _, other := range []string{s.signalPrefix, s.fencePrefix} {
+	for _, other := range []string{s.signalPrefix, s.fencePrefix, s.semPrefixes[0], s.semPrefixes[1], s.semPrefixes[2], s.semPrefixes[3]} {
 		if strings.HasPrefix(other, s.lockPrefix) && strings.HasPrefix(key, other) {
 			return "", false
 		}

@@ -27,12 +27,26 @@ import (
 // Each successful acquire starts a hold, which ends at Release or when the
 // lock is lost; Done and Err report it as a context does.
 type Lock struct {
-	client      redis.UniversalClient
-	name        string
-	keys        []string // {lock key, signal key, turn key}: KEYS of release, reset and giveback
-	acquireKeys []string // KEYS of the acquire script: {lock, signal, turn[, fence]}
-	soloKeys    []string // KEYS of the acquire script without the turn: {lock[, fence]}
-	autoID      bool     // the id is this Lock's own random one, in no other Lock
+	core // first: the Lock's cleanup (see run) is attached to its address
+}
+
+// core is the machinery every primitive of the package runs on: trying
+// with a script, waiting in BLPOP with the next try pipelined behind it,
+// the local wait queue, holds with their local deadline, renewal and loss,
+// giving back after a lost reply, releasing, fencing and replica
+// acknowledgement. A primitive (Lock, Semaphore) embeds one, configured
+// with its keys and its scripts (protocol), and adds its API; nothing here
+// calls up into a primitive.
+type core struct {
+	proto        *protocol // the primitive's scripts and what it supports
+	client       redis.UniversalClient
+	name         string
+	keys         []string // {lock key, signal key, turn key}: KEYS of release, reset and giveback
+	acquireKeys  []string // KEYS of the acquire script: {lock, signal, turn[, fence]}
+	soloKeys     []string // KEYS of the acquire script without the turn: {lock[, fence]}
+	extendKeys   []string // KEYS of the extend script: {lock}
+	acquireExtra []any    // ARGV of every try after the four of the Lock's (the semaphore's size)
+	autoID       bool     // the id is this Lock's own random one, in no other Lock
 
 	// ident is the owner id and what is made from it. It changes only for a
 	// Lock with its own random id, after a giveback whose outcome stayed
@@ -106,24 +120,46 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
-	acquireKeys, soloKeys := slices.Clone(keys), keys[:1:1]
+	var fence string
 	if c.fencing {
-		acquireKeys = append(acquireKeys, ks.fenceKey(name))
-		soloKeys = append(soloKeys, ks.fenceKey(name))
+		fence = ks.fenceKey(name)
 	}
-	l := &Lock{
+	l := &Lock{}
+	l.core.init(client, name, &lockProtocol, c, rt, keys, fence, nil)
+	return l, nil
+}
+
+// init sets up a new core for the primitive proto, named name, with the
+// checked config c on client (whose read timeout is rt). keys are the
+// KEYS of its release and giveback scripts: the primitive's main key, its
+// signal list, and a third key of its own (the Lock's turn key); fence is
+// the fence key, "" without fencing; extraArgs follow the four ARGV of
+// every try.
+func (l *core) init(client redis.UniversalClient, name string, proto *protocol, c config, rt time.Duration, keys []string, fence string, extraArgs []any) {
+	acquireKeys, soloKeys := slices.Clone(keys), keys[:1:1]
+	if proto.solo != nil {
+		soloKeys = proto.solo(keys)
+	}
+	if fence != "" {
+		acquireKeys = append(acquireKeys, fence)
+		soloKeys = append(soloKeys, fence)
+	}
+	*l = core{
+		proto:          proto,
 		client:         client,
 		name:           name,
 		keys:           keys,
 		acquireKeys:    acquireKeys,
 		soloKeys:       soloKeys,
+		extendKeys:     proto.extendKeys(keys),
+		acquireExtra:   extraArgs,
 		autoID:         !c.idGiven,
 		expire:         c.expire.Truncate(time.Millisecond), // what Redis counts
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		turnMS:         turnFor(c.signalExpire),
 		autoRenewal:    c.autoRenewal,
-		tracking:       !c.noTracking,
+		tracking:       !c.noTracking && proto.readsKey,
 		margin:         c.margin,
 		maxHold:        c.maxHold,
 		ack:            c.ack,
@@ -134,7 +170,6 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	}
 	close(l.neverHeld)
 	l.ident.Store(l.newIdentity(c.id))
-	return l, nil
 }
 
 // Name returns the lock's name, as given to New.
@@ -152,7 +187,10 @@ func (l *Lock) Name() string { return l.name }
 // Release sends the old id, and until then the key keeps the lock from
 // everyone, this Lock included, or until it expires. A caller-given id
 // (WithID) never changes; see WithID for what that costs.
-func (l *Lock) ID() string { return l.ident.Load().id }
+func (l *Lock) ID() string { return l.ownerID() }
+
+// ownerID is the id this core stores (see Lock.ID).
+func (l *core) ownerID() string { return l.ident.Load().id }
 
 // identity is an owner id and the script arguments made from it once, so
 // that the hot path boxes nothing.
@@ -166,17 +204,18 @@ type identity struct {
 	soloCmd     []any
 }
 
-func (l *Lock) newIdentity(id string) *identity {
+func (l *core) newIdentity(id string) *identity {
 	own := l.ownFlag()
 	in := &identity{
 		id:          id,
-		acquireArgs: []any{id, l.expireMS, own, "1"},
-		wokenArgs:   []any{id, l.expireMS, own, "2"},
-		soloArgs:    []any{id, l.expireMS, own, "0"},
+		acquireArgs: append([]any{id, l.expireMS, own, "1"}, l.acquireExtra...),
+		wokenArgs:   append([]any{id, l.expireMS, own, "2"}, l.acquireExtra...),
+		soloArgs:    append([]any{id, l.expireMS, own, "0"}, l.acquireExtra...),
 	}
-	in.acquireCmd = evalShaCmd(acquireScript, l.acquireKeys, in.acquireArgs)
-	in.wokenCmd = evalShaCmd(acquireScript, l.acquireKeys, in.wokenArgs)
-	in.soloCmd = evalShaCmd(acquireScript, l.soloKeys, in.soloArgs)
+	s := l.proto.acquire
+	in.acquireCmd = evalShaCmd(s, l.acquireKeys, in.acquireArgs)
+	in.wokenCmd = evalShaCmd(s, l.acquireKeys, in.wokenArgs)
+	in.soloCmd = evalShaCmd(s, l.soloKeys, in.soloArgs)
 	return in
 }
 
@@ -223,7 +262,7 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 // run moves the local state to acquiring, acquires, and starts the hold,
 // which it returns. A hold that was lost counts as over: its Lock may
 // acquire again without a Release first.
-func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
+func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 	l.mu.Lock()
 	prev := l.hold
 	if l.state == stateAcquiring || l.state == stateReleasing || (l.state == stateHeld && !prev.ended()) {
@@ -235,7 +274,7 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	var began time.Time
 	if l.ev != nil {
 		began = time.Now()
-		ctx = l.observeStart(stateIdle, func() context.Context { return l.ev.acquireStart(ctx, l.info(l.ID()), blocking) })
+		ctx = l.observeStart(stateIdle, func() context.Context { return l.ev.acquireStart(ctx, l.info(l.ownerID()), blocking) })
 	}
 	if prev != nil {
 		prev.retire(ctx) // a lost hold's goroutine is exiting
@@ -285,7 +324,7 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 	}
 	l.mu.Unlock()
 	if l.ev != nil {
-		id, token := l.ID(), int64(0)
+		id, token := l.ownerID(), int64(0)
 		if h != nil {
 			id, token = h.id, h.token
 		}
@@ -308,8 +347,8 @@ func (l *Lock) run(ctx context.Context, blocking bool) (*hold, error) {
 // the hold counts from then. A read that fails, or finds the key gone or
 // another's, changes nothing: the hold is then lost at its deadline, or
 // by its renewal or watch, as it would have been.
-func (l *Lock) freshen(ctx context.Context, sent time.Time, id string) time.Time {
-	if l.expire == 0 || time.Since(sent) < l.expire/2 {
+func (l *core) freshen(ctx context.Context, sent time.Time, id string) time.Time {
+	if l.expire == 0 || time.Since(sent) < l.expire/2 || !l.proto.readsKey {
 		return sent
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.expire)
@@ -334,7 +373,7 @@ func (l *Lock) freshen(ctx context.Context, sent time.Time, id string) time.Time
 // observeStart runs an observer's Start, which returns the context the
 // call goes on with. Should it panic, the Lock goes back to the state it
 // had before the call (before) as the panic goes on up: the call never ran.
-func (l *Lock) observeStart(before lockState, start func() context.Context) context.Context {
+func (l *core) observeStart(before lockState, start func() context.Context) context.Context {
 	ok := false
 	defer func() {
 		if !ok {
@@ -357,7 +396,10 @@ func (l *Lock) observeStart(before lockState, start func() context.Context) cont
 // process that gives up an Acquire and then exits calls Settle first, or
 // a waiter elsewhere may sleep until its wait slice ends, or the lock stay
 // taken until its expire. It returns ctx's error if ctx ends first.
-func (l *Lock) Settle(ctx context.Context) error {
+func (l *Lock) Settle(ctx context.Context) error { return l.settle(ctx) }
+
+// settle is Settle, for every primitive.
+func (l *core) settle(ctx context.Context) error {
 	err := l.cleanups.wait(ctx)
 	if err == nil {
 		return nil
@@ -405,7 +447,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // want is nil. For a want that is no longer this Lock's current hold (it
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
-func (l *Lock) release(ctx context.Context, want *hold) (result error) {
+func (l *core) release(ctx context.Context, want *hold) (result error) {
 	l.mu.Lock()
 	var h *hold
 	switch {
@@ -513,14 +555,14 @@ func (l *Lock) release(ctx context.Context, want *hold) (result error) {
 // releaseID is the id a release of h sends: the hold's own; else one
 // whose release got no reply before (this Lock has a fresh id since); else
 // this Lock's.
-func (l *Lock) releaseID(h *hold) string {
+func (l *core) releaseID(h *hold) string {
 	if h != nil {
 		return h.id
 	}
 	if p := l.unreleasedID(); p != "" {
 		return p
 	}
-	return l.ID()
+	return l.ownerID()
 }
 
 // sendRelease runs the release script. retried reports whether go-redis
@@ -531,16 +573,16 @@ func (l *Lock) releaseID(h *hold) string {
 //
 // A topology reply (TRYAGAIN for the whole time the lock's slot migrates:
 // the script touches two keys) is retried within ctx (see retryTopology).
-func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
+func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
 	var r topoRetry
 	for {
 		sha := &countedArg{s: own}
-		n, err = l.client.Do(ctx, "evalsha", releaseScript.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
+		n, err = l.client.Do(ctx, "evalsha", l.proto.release.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
 		final := sha
 		if isNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.
 			final = &countedArg{s: own}
-			n, err = releaseScript.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
+			n, err = l.proto.release.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
 		}
 		retried = final.sends.Load() > 1
 		unanswered = unanswered || retried || sha.sends.Load() > 1
@@ -556,7 +598,7 @@ func (l *Lock) sendRelease(ctx context.Context, own string) (n int64, retried, u
 // out of its reach; and when the release as a whole got no reply, or was
 // refused (an error reply), the key may still hold id, which the next
 // Release then sends, while the next Acquire takes a fresh id.
-func (l *Lock) afterRelease(id string, unanswered bool, err error) {
+func (l *core) afterRelease(id string, unanswered bool, err error) {
 	if !l.autoID {
 		return
 	}
@@ -574,7 +616,7 @@ func (l *Lock) afterRelease(id string, unanswered bool, err error) {
 }
 
 // unreleasedID returns the id of a release that got no reply, if any.
-func (l *Lock) unreleasedID() string {
+func (l *core) unreleasedID() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.unreleased
@@ -593,7 +635,7 @@ func countsRetries(client redis.UniversalClient) bool {
 }
 
 // renewID gives a Lock with its own random id a fresh one (see ID).
-func (l *Lock) renewID() {
+func (l *core) renewID() {
 	l.ident.Store(l.newIdentity(newOwnerID()))
 }
 
@@ -638,6 +680,11 @@ const (
 // the hour even if renewals then fail. An Extend shorter than the expire
 // lasts until the next renewal. WithMaxHold does not cap an Extend.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
+	return l.extend(ctx, d)
+}
+
+// extend is Extend, for every primitive.
+func (l *core) extend(ctx context.Context, d time.Duration) error {
 	if d == 0 {
 		d = l.expire
 	}
@@ -659,7 +706,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		}
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
-	id := l.ID()
+	id := l.ownerID()
 	if l.ev != nil {
 		ctx = l.ev.extendStart(ctx, l.info(id), false, d)
 	}
@@ -667,7 +714,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if h != nil {
 		h.expectBegin()
 	}
-	cmd, ackErr := l.ack.run(ctx, l.client, extendScript, l.keys[:1], id, ms)
+	cmd, ackErr := l.ack.run(ctx, l.client, l.proto.extend, l.extendKeys, id, ms)
 	n, err := cmd.Int64()
 	noteConnError(ctx, l.client, err)
 	if h != nil {
@@ -722,6 +769,6 @@ func (l *Lock) OwnerID(ctx context.Context) (string, error) {
 }
 
 // wrap adds the lock's name to err.
-func (l *Lock) wrap(err error) error {
-	return fmt.Errorf("lock %q: %w", l.name, err)
+func (l *core) wrap(err error) error {
+	return fmt.Errorf("%s %q: %w", l.proto.kind, l.name, err)
 }

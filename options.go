@@ -20,6 +20,7 @@ type Option func(*config)
 // config is what the options set; New validates it once.
 type config struct {
 	expire       time.Duration
+	expireGiven  bool
 	id           string
 	idGiven      bool
 	signalExpire time.Duration
@@ -56,8 +57,12 @@ func newConfig(opts []Option) config {
 // a holder that dies without releasing keeps the lock until Reset. A
 // negative value, or a positive one below 1ms, makes New return
 // ErrInvalidExpire.
+//
+// For a Semaphore it is how long a permit lasts; its default is
+// DefaultSemaphoreExpire, and 0 is refused (ErrInvalidExpire): a permit
+// that never expires is lost for good when its holder dies.
 func WithExpire(d time.Duration) Option {
-	return func(c *config) { c.expire = d }
+	return func(c *config) { c.expire, c.expireGiven = d, true }
 }
 
 // WithLogger has the Lock write its events to logger, through log/slog,

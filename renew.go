@@ -156,7 +156,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 			ctx = h.ev.extendStart(ctx, h.info(), true, d)
 		}
 		h.expectBegin()
-		cmd, ackErr := h.ack.run(ctx, h.client, extendScript, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
+		cmd, ackErr := h.ack.run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
 		noteConnError(ctx, h.client, err) // a failover: find the new master
 		if h.ev != nil {

@@ -20,7 +20,7 @@ func TestRenewalStartsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHold(l, time.Now(), l.ID())
+	h := newHold(&l.core, time.Now(), l.ID())
 	if err := h.startRenewal(time.Now()); err != nil {
 		t.Fatalf("first startRenewal() = %v", err)
 	}
@@ -75,7 +75,7 @@ func TestExpireCountsWholeMilliseconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	h := newHold(l, sent, l.ID())
+	h := newHold(&l.core, sent, l.ID())
 	defer h.end(ErrReleased)
 	if got, want := h.expires.Sub(sent), 50*time.Millisecond; got != want {
 		t.Fatalf("local deadline %v after the send, want %v (Redis gets PX %s)", got, want, l.expireMS)

@@ -40,6 +40,36 @@ var (
 	storeScript = redis.NewScript(storeLua)
 )
 
+// The semaphore's scripts, each with lua/sem_lib.lua before it.
+var (
+	//go:embed lua/sem_lib.lua
+	semLib string
+
+	//go:embed lua/sem_acquire.lua
+	semAcquireLua    string
+	semAcquireScript = redis.NewScript(semLib + semAcquireLua)
+
+	//go:embed lua/sem_release.lua
+	semReleaseLua    string
+	semReleaseScript = redis.NewScript(semLib + semReleaseLua)
+
+	//go:embed lua/sem_extend.lua
+	semExtendLua    string
+	semExtendScript = redis.NewScript(semLib + semExtendLua)
+
+	//go:embed lua/sem_giveback.lua
+	semGivebackLua    string
+	semGivebackScript = redis.NewScript(semLib + semGivebackLua)
+
+	//go:embed lua/sem_reset.lua
+	semResetLua    string
+	semResetScript = redis.NewScript(semLib + semResetLua)
+
+	//go:embed lua/sem_holders.lua
+	semHoldersLua    string
+	semHoldersScript = redis.NewScript(semLib + semHoldersLua)
+)
+
 // evalShaCmd returns the whole EVALSHA command line of script s with keys
 // and args, to be built once and sent many times with Do: the hot path then
 // boxes no argument into an interface.
@@ -70,6 +100,8 @@ const (
 	statusAcquired acquireStatus = 0 // the lock is now ours
 	statusBusy     acquireStatus = 1 // another id holds it
 	statusOurs     acquireStatus = 2 // it already holds our caller-given id
+
+	statusOtherSize acquireStatus = 3 // a semaphore's holders use another size
 )
 
 // acquireResult is the acquire script's reply.
@@ -87,6 +119,9 @@ func parseAcquire(cmd *redis.Cmd) (acquireResult, error) {
 	vals, err := cmd.Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
+	}
+	if len(vals) == 2 && acquireStatus(vals[0]) == statusOtherSize {
+		return acquireResult{}, &sizeMismatchError{stored: vals[1]}
 	}
 	if len(vals) != 2 || vals[0] < 0 || vals[0] > 2 {
 		return acquireResult{}, errBadReply

@@ -72,7 +72,7 @@ func maxSliceFor(rt, expire time.Duration, ack replicaAck) time.Duration {
 // acquire tries to take the lock and, when blocking, waits for it. It
 // returns when the winning try was sent and the fencing token it got, or
 // why there was none.
-func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won acquireResult, err error) {
+func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won acquireResult, err error) {
 	if err := ctx.Err(); err != nil {
 		return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
@@ -104,8 +104,11 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		}
 		if t == nil && l.ev.logging(ctx, slog.LevelInfo) {
 			// Who holds it: one GET, only when this is logged.
-			holder, _ := l.client.Get(ctx, l.keys[0]).Result()
-			l.ev.waiting(ctx, l.info(l.ID()), holder, time.Duration(res.pttl)*time.Millisecond)
+			var holder string
+			if l.proto.readsKey {
+				holder, _ = l.client.Get(ctx, l.keys[0]).Result()
+			}
+			l.ev.waiting(ctx, l.info(l.ownerID()), holder, time.Duration(res.pttl)*time.Millisecond)
 		}
 		if t == nil {
 			// Wait our turn behind this process's other waiters.
@@ -134,9 +137,9 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		if l.ev != nil {
 			switch {
 			case w.popped:
-				l.ev.wakeup(ctx, l.info(l.ID()), WakeSignal, time.Since(wsent))
+				l.ev.wakeup(ctx, l.info(l.ownerID()), WakeSignal, time.Since(wsent))
 			case w.slept:
-				l.ev.wakeup(ctx, l.info(l.ID()), WakeTimeout, time.Since(wsent))
+				l.ev.wakeup(ctx, l.info(l.ownerID()), WakeTimeout, time.Since(wsent))
 			}
 		}
 		sent, res, popped, terr = wsent, w.res, w.popped, w.err
@@ -158,7 +161,7 @@ func (l *Lock) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 // the holder's expiry, from its last try, sent at sent: our own expire when
 // we acquired, the holder's PTTL when it was busy, nothing when we do not
 // know. Counted from when the try was sent, it is never late.
-func (l *Lock) expiresHint(res acquireResult, err error, sent time.Time) time.Time {
+func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Time {
 	switch {
 	case err != nil:
 		return time.Time{}
@@ -171,17 +174,17 @@ func (l *Lock) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 }
 
 // try runs the acquire script once.
-func (l *Lock) try(ctx context.Context) (acquireResult, error) {
+func (l *core) try(ctx context.Context) (acquireResult, error) {
 	in := l.ident.Load()
 	if !l.ack.on() {
-		cmd := runPrepared(ctx, l.client, in.acquireCmd, acquireScript, l.acquireKeys, in.acquireArgs)
+		cmd := runPrepared(ctx, l.client, in.acquireCmd, l.proto.acquire, l.acquireKeys, in.acquireArgs)
 		if isTopology(cmd.Err()) {
 			// The slot migrates: a script on several keys, some of them
 			// missing, is answered TRYAGAIN until it ends. Without the
 			// turn keys a plain acquire has one key, which the importing
 			// node serves (a fenced one has two, and is retried).
 			_ = retryTopology(ctx, l.client, func() error {
-				cmd = runPrepared(ctx, l.client, in.soloCmd, acquireScript, l.soloKeys, in.soloArgs)
+				cmd = runPrepared(ctx, l.client, in.soloCmd, l.proto.acquire, l.soloKeys, in.soloArgs)
 				return cmd.Err()
 			})
 		}
@@ -189,14 +192,14 @@ func (l *Lock) try(ctx context.Context) (acquireResult, error) {
 		res.id = in.id
 		return res, err
 	}
-	cmd, ackErr := l.ack.runOr(ctx, l.client, acquireScript, l.acquireKeys, in.acquireArgs, l.soloKeys, in.soloArgs)
+	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, in.acquireArgs, l.soloKeys, in.soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
 }
 
 // acked parses the reply of an acquire sent with id and, when it took the
 // lock but too few replicas acknowledged it, releases the key again (as
 // Release would, id renewal included) and returns ackErr.
-func (l *Lock) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
+func (l *core) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
 	res, err := parseAcquire(cmd)
 	res.id = id
 	if err != nil || res.status != statusAcquired || ackErr == nil {
@@ -212,7 +215,7 @@ func (l *Lock) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr erro
 // slice is how long the next BLPOP may block: no longer than the holder's
 // remaining TTL (its waiters wake when a dead holder's key expires), the
 // time left on ctx, and maxSlice; never less than minSlice.
-func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
+func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 	d := l.maxSlice
 	if pttl > 0 {
 		d = min(d, time.Duration(pttl)*time.Millisecond)
@@ -236,7 +239,7 @@ func (l *Lock) slice(ctx context.Context, pttl int64) time.Duration {
 // its BLPOP is woken through the waiter's wake key, a signal it popped is
 // given back and a lock its try took is released. The Lock's next Acquire
 // or Release waits for that.
-func (l *Lock) waitAndTry(ctx context.Context, d time.Duration, wake string) waitResult {
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string) waitResult {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		defer cancel()
@@ -277,7 +280,7 @@ type waitResult struct {
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
 // wakes the BLPOP still blocked, waits for the pipeline's outcome and
 // undoes it, then removes the wake element if the BLPOP never took it.
-func (l *Lock) abandonWait(ctx context.Context, wake string, ch <-chan waitResult) {
+func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResult) {
 	defer l.cleanups.done()
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
@@ -336,7 +339,7 @@ func wakeKey(signalKey string) string {
 //
 // With replica ack, WAIT follows in the same pipeline, on the master of the
 // lock key.
-func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r waitResult) {
+func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string) (r waitResult) {
 	client := l.client
 	if l.ack.on() {
 		var err error
@@ -411,9 +414,9 @@ func (l *Lock) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 // write is a DEL, after which Redis lets a script's writes through. With
 // ErrNotReplicated the acquire already released what it took, waking the
 // next waiter.
-func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
+func (l *core) fail(ctx context.Context, err error, popped bool) error {
 	if (popped || !isReply(err)) && !errors.Is(err, ErrNotReplicated) {
-		l.ev.gaveBack(ctx, l.info(l.ID()), err)
+		l.ev.gaveBack(ctx, l.info(l.ownerID()), err)
 		l.giveBack(ctx)
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -432,7 +435,7 @@ func (l *Lock) fail(ctx context.Context, err error, popped bool) error {
 // heals); a Lock with its own random id then takes a fresh id, so that the
 // late giveback cannot match a key this Lock acquires since. Errors are dropped otherwise: the lock's expire is then
 // the backstop, and the waiters' slices are bounded by it.
-func (l *Lock) giveBack(ctx context.Context) {
+func (l *core) giveBack(ctx context.Context) {
 	l.cleanups.add()
 	go func() {
 		defer l.cleanups.done()
@@ -441,14 +444,14 @@ func (l *Lock) giveBack(ctx context.Context) {
 }
 
 // giveBackNow runs the giveback script (see giveBack) and waits for it.
-func (l *Lock) giveBackNow(ctx context.Context) {
+func (l *core) giveBackNow(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	id := l.ID()
+	id := l.ownerID()
 	sha, eval := &countedArg{s: id}, &countedArg{s: id}
-	err := givebackScript.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+	err := l.proto.giveback.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	if isNoScript(err) { // not cached: EVAL caches it
-		err = givebackScript.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+		err = l.proto.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
 	if l.autoID && (retried || (err != nil && !isReply(err))) {
@@ -461,7 +464,7 @@ func (l *Lock) giveBackNow(ctx context.Context) {
 
 // ownFlag is the scripts' ARGV flag saying whether the id is this Lock's
 // own random one: "1", or "0" for a caller-given id.
-func (l *Lock) ownFlag() string {
+func (l *core) ownFlag() string {
 	if l.autoID {
 		return "1"
 	}

@@ -1,0 +1,44 @@
+package redislock
+
+import "github.com/redis/go-redis/v9"
+
+// A protocol is what a primitive brings to the machinery (core): its
+// scripts, each taking the KEYS and ARGV layout of the Lock's own (see
+// the headers in lua/), and what its keys allow.
+//
+// Every acquire script takes KEYS {main, signal, third[, fence]} and ARGV
+// {id, expire ms, own flag, try mode, extra...}, and answers {status,
+// value} as lua/acquire.lua does; release and giveback take KEYS {main,
+// signal, third} and answer as lua/release.lua and lua/giveback.lua do;
+// extend answers as lua/extend.lua does.
+type protocol struct {
+	kind     string // what errors call it: "lock", "semaphore"
+	acquire  *redis.Script
+	release  *redis.Script
+	extend   *redis.Script
+	giveback *redis.Script
+
+	// readsKey: the main key is a string holding the owner id (the Lock's),
+	// which the machinery may read (GET, PTTL) and watch (WithTracking).
+	readsKey bool
+
+	// extendKeys returns the extend script's KEYS, from the primitive's
+	// keys.
+	extendKeys func(keys []string) []string
+
+	// solo returns the acquire script's KEYS for a try in mode "0", which
+	// must not touch the signal and turn keys (see lua/acquire.lua); nil:
+	// the main key alone.
+	solo func(keys []string) []string
+}
+
+// lockProtocol is the Lock's: python-redis-lock's keys and effects.
+var lockProtocol = protocol{
+	kind:       "lock",
+	acquire:    acquireScript,
+	release:    releaseScript,
+	extend:     extendScript,
+	giveback:   givebackScript,
+	readsKey:   true,
+	extendKeys: func(keys []string) []string { return keys[:1:1] },
+}

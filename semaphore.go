@@ -1,0 +1,296 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Semaphore lets at most size holders at a time, across every process
+// that uses the same Redis and key prefix, into what it guards: "at most 5
+// workers call the payment API at once". It is the distributed form of a
+// weighted semaphore of weight one per holder (golang.org/x/sync/semaphore
+// with Acquire(ctx, 1)).
+//
+// Like a Lock, a Semaphore value is one holder: it holds at most one
+// permit at a time (Acquire while it holds returns ErrAlreadyAcquired),
+// and goroutines that each need a permit use a Semaphore each for the
+// same name. Each holder's permit expires on its own, judged by the
+// Redis server's clock, so a holder that crashed frees its permit at its
+// own expire and a waiter wakes then; WithAutoRenewal keeps a live
+// holder's permit. Waiters never poll: they sleep in BLPOP on the
+// semaphore's signal list, and a release wakes one waiter per permit it
+// frees.
+//
+// It runs on the same machinery as the Lock: the same waiting, local wait
+// queue, holds (Done, Err, local deadline, renewal, loss), giveback after
+// a lost reply, fencing and replica acknowledgement. Its keys are its own
+// (see keys.go), all hash-tagged with the name so that they share one
+// cluster slot; python-redis-lock has no semaphore.
+type Semaphore struct {
+	core // first: the Semaphore's cleanup (see run) is attached to its address
+	size int
+}
+
+// NewSemaphore returns a Semaphore named name with size permits on
+// client. It sends nothing to Redis: it only checks its arguments,
+// returning ErrNilClient, ErrInvalidName, ErrInvalidSize, ErrInvalidExpire
+// (a semaphore's permits must expire: WithExpire(0) is refused),
+// ErrInvalidHashTag (a name with '}', or a prefix with a brace) or an
+// option's error, all matching ErrInvalidArgument.
+//
+// The options are the Lock's. WithHashTag does not apply (a semaphore's
+// keys are always hash-tagged) nor does WithTracking (a holder learns of a
+// loss at its renewal or local deadline, as an untracked Lock does).
+//
+// Every process that uses the name must use the same size: an Acquire
+// that finds holders with another size fails with ErrSizeMismatch and
+// takes nothing.
+func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...Option) (*Semaphore, error) {
+	wrap := func(err error) error { return fmt.Errorf("semaphore %q: %w", name, err) }
+	if client == nil {
+		return nil, wrap(ErrNilClient)
+	}
+	if err := checkClient(client); err != nil {
+		return nil, wrap(err)
+	}
+	if name == "" {
+		return nil, wrap(ErrInvalidName)
+	}
+	if size < 1 {
+		return nil, wrap(ErrInvalidSize)
+	}
+	c := newConfig(opts)
+	if !c.expireGiven {
+		c.expire = DefaultSemaphoreExpire
+	}
+	if c.expire == 0 {
+		return nil, wrap(ErrInvalidExpire)
+	}
+	if err := c.validate(); err != nil {
+		return nil, wrap(err)
+	}
+	rt := readTimeout(client)
+	if err := c.ack.fits(rt); err != nil {
+		return nil, wrap(err)
+	}
+	ks := newKeyScheme(c.prefix, true)
+	if err := ks.checkName(name); err != nil {
+		return nil, wrap(err)
+	}
+	keys, fence := ks.semKeys(name)
+	if !c.fencing {
+		fence = ""
+	}
+	s := &Semaphore{size: size}
+	s.core.init(client, name, &semProtocol, c, rt, keys, fence, []any{strconv.Itoa(size)})
+	return s, nil
+}
+
+// DefaultSemaphoreExpire is how long a Semaphore's permit lasts unless
+// WithExpire says otherwise: a holder that dies frees its permit this long
+// after its acquire or last renewal. Without WithAutoRenewal a hold longer
+// than that is lost (Done).
+const DefaultSemaphoreExpire = 30 * time.Second
+
+// semProtocol is the Semaphore's (see lua/sem_*.lua).
+var semProtocol = protocol{
+	kind:       "semaphore",
+	acquire:    semAcquireScript,
+	release:    semReleaseScript,
+	extend:     semExtendScript,
+	giveback:   semGivebackScript,
+	extendKeys: func(keys []string) []string { return []string{keys[0], keys[2]} },
+	solo:       func(keys []string) []string { return keys[:3:3] }, // one slot: no need to leave keys out
+}
+
+// Name returns the semaphore's name, as given to NewSemaphore.
+func (s *Semaphore) Name() string { return s.name }
+
+// Size returns how many may hold at once.
+func (s *Semaphore) Size() int { return s.size }
+
+// ID returns the owner id this Semaphore's permit is held under: the one
+// given with WithID, or its random one, which changes as Lock.ID's does.
+func (s *Semaphore) ID() string { return s.ownerID() }
+
+// Key returns the Redis key of the holders: a sorted set of owner ids,
+// each scored by its expiry in milliseconds of the server's clock.
+func (s *Semaphore) Key() string { return s.keys[0] }
+
+// Acquire takes a permit, waiting as long as ctx allows while all are
+// held. It returns nil once this Semaphore holds one.
+//
+// It waits as Lock.Acquire does: in BLPOP on the signal list, woken by a
+// release (one waiter per freed permit) or, when a holder died, at the
+// earliest holder's expiry. If ctx ends first the error matches both
+// ErrLocked and ctx's error. It returns ErrAlreadyAcquired, sending
+// nothing, when this Semaphore holds a permit or is acquiring, and also
+// when a holder already has its caller-given id (WithID); ErrSizeMismatch
+// when the holders use another size.
+//
+// On success a hold starts: Done returns a fresh open channel, and with
+// WithAutoRenewal the permit is renewed until Release or loss.
+func (s *Semaphore) Acquire(ctx context.Context) error {
+	_, err := s.run(ctx, true)
+	return err
+}
+
+// TryAcquire takes a permit if one is free, in one round trip, without
+// waiting: it returns ErrLocked when all are held. Its other errors are
+// Acquire's.
+func (s *Semaphore) TryAcquire(ctx context.Context) error {
+	_, err := s.run(ctx, false)
+	return err
+}
+
+// Release gives back this Semaphore's permit and wakes one waiter for it
+// (and one for each permit that expired meanwhile). It returns
+// ErrNotAcquired, changing nothing, when the permit is no longer held
+// under its id: it expired on the server's clock, or was reset. A release
+// whose reply was lost is judged as Lock.Release judges one. Then Done is
+// closed and Err returns ErrReleased, or the loss.
+func (s *Semaphore) Release(ctx context.Context) error {
+	return s.release(ctx, nil)
+}
+
+// Extend sets this Semaphore's permit to expire d from now on the
+// server's clock, if it still holds it; d of 0 means its own expire
+// (WithExpire). It returns ErrInvalidDuration, sending nothing, for a d
+// below 1ms or not longer than the safety margin, and ErrNotAcquired when
+// the permit is no longer held (it is never recreated). A successful
+// Extend of the current hold also moves its local deadline; renewals never
+// shorten it, as with Lock.Extend.
+func (s *Semaphore) Extend(ctx context.Context, d time.Duration) error {
+	return s.extend(ctx, d)
+}
+
+// Done returns a channel closed when this Semaphore does not hold a
+// permit, as Lock.Done: open from a successful acquire until Release or
+// loss. A holder learns of a loss at its renewal (the permit gone), or
+// when its local deadline passes with no renewal answered.
+func (s *Semaphore) Done() <-chan struct{} { return s.done() }
+
+// Err returns nil while the current hold lasts, and afterwards why it
+// ended, as Lock.Err: ErrReleased, or an error matching ErrLost and its
+// reason; ErrNotAcquired before the first acquire.
+func (s *Semaphore) Err() error { return s.holdErr() }
+
+// Token returns the fencing token of the current (or last) hold with
+// WithFencing: larger than every earlier grant of a permit of this
+// semaphore. 0 without WithFencing and before the first acquire.
+func (s *Semaphore) Token() int64 { return s.token() }
+
+// Do acquires a permit (waiting as Acquire does), runs fn while holding
+// it, and releases it, even if fn panics. fn's context is cancelled, with
+// a cause matching ErrLost, when the permit is lost. Its results are
+// Lock.Do's.
+func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	h, err := s.run(ctx, true)
+	if err != nil {
+		return err
+	}
+	return s.runHeld(ctx, h, fn)
+}
+
+// TryDo is Do without waiting: when every permit is held it returns
+// ErrLocked at once and fn does not run.
+func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	h, err := s.run(ctx, false)
+	if err != nil {
+		return err
+	}
+	return s.runHeld(ctx, h, fn)
+}
+
+// Settle waits, as long as ctx allows, for the work this Semaphore still
+// runs in the background, as Lock.Settle does.
+func (s *Semaphore) Settle(ctx context.Context) error { return s.settle(ctx) }
+
+// A Holder is one holder of a semaphore's permit.
+type Holder struct {
+	ID  string        // its owner id
+	TTL time.Duration // how long its permit has left, on the server's clock
+}
+
+// Holders returns who holds a permit of the semaphore, earliest expiry
+// first, in one round trip, and the size they use (0 when nobody holds).
+// Expired holders are dropped on the way, as every script of the
+// semaphore does.
+func (s *Semaphore) Holders(ctx context.Context) (holders []Holder, size int, err error) {
+	holders, size, err = readHolders(ctx, s.client, s.keys)
+	if err != nil {
+		return nil, 0, s.wrap(fmt.Errorf("holders: %w", err))
+	}
+	return holders, size, nil
+}
+
+// readHolders runs the holders script on the semaphore keys.
+func readHolders(ctx context.Context, client redis.UniversalClient, keys []string) ([]Holder, int, error) {
+	var vals []any
+	err := retryTopology(ctx, client, func() (err error) {
+		vals, err = semHoldersScript.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(vals)%2 != 1 {
+		return nil, 0, errBadReply
+	}
+	size, ok := vals[0].(int64)
+	if !ok {
+		return nil, 0, errBadReply
+	}
+	holders := make([]Holder, 0, len(vals)/2)
+	for i := 1; i+1 < len(vals); i += 2 {
+		id, ok1 := vals[i].(string)
+		ms, ok2 := vals[i+1].(int64)
+		if !ok1 || !ok2 {
+			return nil, 0, errBadReply
+		}
+		holders = append(holders, Holder{ID: id, TTL: time.Duration(ms) * time.Millisecond})
+	}
+	return holders, int(size), nil
+}
+
+// Reset drops every holder of the semaphore, whoever holds, and wakes one
+// waiter per permit. It is for administration and recovery: the holders
+// are not told until their renewal finds the permit gone, and their
+// Release returns ErrNotAcquired. It returns how many holders it dropped.
+func (s *Semaphore) Reset(ctx context.Context) (int, error) {
+	n, err := resetSemaphore(ctx, s.client, s.keys, s.signalExpireMS)
+	if err != nil {
+		return 0, s.wrap(fmt.Errorf("reset: %w", err))
+	}
+	return n, nil
+}
+
+func resetSemaphore(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
+	var n int
+	err := retryTopology(ctx, client, func() (err error) {
+		n, err = semResetScript.Run(ctx, client, keys, signalExpireMS).Int()
+		return err
+	})
+	return n, err
+}
+
+// sizeMismatchError is an acquire's answer when the semaphore's holders
+// use another size. It is a reply from Redis (nothing was taken): the
+// machinery gives back nothing for it unless a signal was popped.
+type sizeMismatchError struct{ stored int64 }
+
+func (e *sizeMismatchError) Error() string {
+	return fmt.Sprintf("%v: its holders use size %d", ErrSizeMismatch, e.stored)
+}
+
+func (e *sizeMismatchError) Is(target error) bool { return target == ErrSizeMismatch }
+
+// RedisError makes it a redis.Error: a reply, after which the try is known
+// to have taken nothing.
+func (e *sizeMismatchError) RedisError() {}
+
+var _ redis.Error = (*sizeMismatchError)(nil)

@@ -1,0 +1,283 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// mustSemaphore is redislock.NewSemaphore that fails the test on error.
+func mustSemaphore(t testing.TB, c redis.UniversalClient, name string, size int, opts ...redislock.Option) *redislock.Semaphore {
+	t.Helper()
+	s, err := redislock.NewSemaphore(c, name, size, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Settle(ctx)
+	})
+	return s
+}
+
+// At most size holders; a release lets the next one in; Holders lists
+// them with their TTLs on the server's clock; Done and Err follow the hold.
+func TestSemaphoreBasics(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		var sems []*redislock.Semaphore
+		for range 3 {
+			sems = append(sems, mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second)))
+		}
+		if err := sems[0].Err(); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Err before the first acquire = %v; want ErrNotAcquired", err)
+		}
+		for _, s := range sems[:2] {
+			if err := s.TryAcquire(ctx); err != nil {
+				t.Fatalf("TryAcquire with a free permit: %v", err)
+			}
+		}
+		if err := sems[2].TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire with both permits held = %v; want ErrLocked", err)
+		}
+		if err := sems[0].TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("TryAcquire on a holding Semaphore = %v; want ErrAlreadyAcquired", err)
+		}
+		holders, size, err := sems[0].Holders(ctx)
+		if err != nil || size != 2 || len(holders) != 2 {
+			t.Fatalf("Holders = %v, %d, %v; want 2 holders of size 2", holders, size, err)
+		}
+		for _, h := range holders {
+			if h.TTL <= 9*time.Second || h.TTL > 10*time.Second {
+				t.Fatalf("holder %s has TTL %v; want about 10s", h.ID, h.TTL)
+			}
+			if h.ID != sems[0].ID() && h.ID != sems[1].ID() {
+				t.Fatalf("holder %q is neither Semaphore's id", h.ID)
+			}
+		}
+		select {
+		case <-sems[0].Done():
+			t.Fatal("Done closed while holding")
+		default:
+		}
+		if err := sems[0].Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		<-sems[0].Done()
+		if err := sems[0].Err(); !errors.Is(err, redislock.ErrReleased) {
+			t.Fatalf("Err after Release = %v; want ErrReleased", err)
+		}
+		if err := sems[0].Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("second Release = %v; want ErrNotAcquired", err)
+		}
+		if err := sems[2].TryAcquire(ctx); err != nil {
+			t.Fatalf("TryAcquire after a release: %v", err)
+		}
+		for _, s := range sems[1:] {
+			if err := s.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The last release leaves nothing behind but the signals it pushed.
+		for _, k := range []string{sems[0].Key(), strings.Replace(sems[0].Key(), "-sem:", "-sem-size:", 1)} {
+			if n := c.Exists(ctx, k).Val(); n != 0 {
+				t.Fatalf("key %s still exists after the last release", k)
+			}
+		}
+	})
+}
+
+// Acquire waits in Redis and is woken by a release, well before its slice
+// would end.
+func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		holder := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
+		waiter := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
+		if err := holder.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- waiter.Acquire(ctx) }()
+		time.Sleep(100 * time.Millisecond)
+		released := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if took := time.Since(released); took > time.Second {
+			t.Fatalf("waiter took %v after the release; want it woken by it, not by its 2s slice", took)
+		}
+		waiter.Release(ctx)
+	})
+}
+
+// Two Semaphores of one name with different sizes: the second gets
+// ErrSizeMismatch and takes nothing while the first holds; once nobody
+// holds, the next acquire sets the size.
+func TestSemaphoreSizeMismatch(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		two := mustSemaphore(t, c, "pool", 2)
+		three := mustSemaphore(t, c, "pool", 3)
+		if err := two.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, try := range []func(context.Context) error{three.TryAcquire, three.Acquire} {
+			err := try(ctx)
+			if !errors.Is(err, redislock.ErrSizeMismatch) || !strings.Contains(err.Error(), "size 2") {
+				t.Fatalf("acquire with size 3 while size-2 holders hold = %v; want ErrSizeMismatch naming size 2", err)
+			}
+		}
+		holders, size, err := two.Holders(ctx)
+		if err != nil || len(holders) != 1 || size != 2 {
+			t.Fatalf("Holders = %v, %d, %v; want only the size-2 holder", holders, size, err)
+		}
+		if err := two.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := three.TryAcquire(ctx); err != nil {
+			t.Fatalf("size 3 once nobody holds: %v", err)
+		}
+		three.Release(ctx)
+	})
+}
+
+// Bad input: a clear error, before anything is written.
+func TestSemaphoreBadInput(t *testing.T) {
+	b := miniBackend(t)
+	c := b.client()
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		sem    string
+		size   int
+		opts   []redislock.Option
+		want   error
+	}{
+		{"nil client", nil, "pool", 1, nil, redislock.ErrNilClient},
+		{"empty name", c, "", 1, nil, redislock.ErrInvalidName},
+		{"size 0", c, "pool", 0, nil, redislock.ErrInvalidSize},
+		{"negative size", c, "pool", -3, nil, redislock.ErrInvalidSize},
+		{"no expire", c, "pool", 1, []redislock.Option{redislock.WithExpire(0)}, redislock.ErrInvalidExpire},
+		{"brace in name", c, "po}ol", 1, nil, redislock.ErrInvalidHashTag},
+		{"brace in prefix", c, "pool", 1, []redislock.Option{redislock.WithKeyPrefix("x{:")}, redislock.ErrInvalidHashTag},
+		{"bad option", c, "pool", 1, []redislock.Option{redislock.WithSignalExpire(0)}, redislock.ErrInvalidSignalExpire},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redislock.NewSemaphore(tc.client, tc.sem, tc.size, tc.opts...)
+			if s != nil || !errors.Is(err, tc.want) || !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("NewSemaphore = %v, %v; want %v", s, err, tc.want)
+			}
+		})
+	}
+	ctx := ctxT(t)
+	s := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(time.Second), redislock.WithSafetyMargin(100*time.Millisecond))
+	for _, d := range []time.Duration{-time.Second, time.Microsecond, 100 * time.Millisecond} {
+		if err := s.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
+			t.Fatalf("Extend(%v) = %v; want ErrInvalidDuration", d, err)
+		}
+	}
+	if err := s.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Extend without a permit = %v; want ErrNotAcquired", err)
+	}
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("%d keys written by bad calls; want none", n)
+	}
+}
+
+// Extend moves the permit's expiry on the server's clock and the hold's
+// local deadline; auto-renewal keeps a permit past its expire.
+func TestSemaphoreExtendAndRenewal(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		s := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(time.Second))
+		if err := s.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Extend(ctx, 5*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		holders, _, err := s.Holders(ctx)
+		if err != nil || len(holders) != 1 || holders[0].TTL <= 4*time.Second {
+			t.Fatalf("after Extend(5s): holders %v, %v", holders, err)
+		}
+		time.Sleep(1200 * time.Millisecond) // past the 1s expire: the extend holds it
+		if err := s.Err(); err != nil {
+			t.Fatalf("hold ended past its expire despite the Extend: %v", err)
+		}
+		if err := s.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		r := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		if err := r.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := r.Err(); err != nil {
+			t.Fatalf("renewed hold lost: %v", err)
+		}
+		other := mustSemaphore(t, c, "pool", 1)
+		if err := other.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire while a renewed permit is held = %v; want ErrLocked", err)
+		}
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Reset drops every holder; their renewal finds the permit gone and the
+// hold is lost; a waiter gets in.
+func TestSemaphoreReset(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		h := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		if err := h.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(10*time.Second))
+		var wg sync.WaitGroup
+		wg.Add(1)
+		var werr error
+		go func() { defer wg.Done(); werr = w.Acquire(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		n, err := h.Reset(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("Reset = %d, %v; want 1 holder dropped", n, err)
+		}
+		wg.Wait()
+		if werr != nil {
+			t.Fatalf("waiter after Reset: %v", werr)
+		}
+		select {
+		case <-h.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("the reset holder was not told")
+		}
+		if err := h.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
+			t.Fatalf("reset holder's Err = %v; want ErrLost, ErrExpired", err)
+		}
+		if err := h.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("reset holder's Release = %v; want ErrNotAcquired", err)
+		}
+		if holders, _, _ := w.Holders(ctx); len(holders) != 1 || holders[0].ID != w.ID() {
+			t.Fatalf("holders after the reset holder's Release: %v; want only the waiter", holders)
+		}
+	})
+}
