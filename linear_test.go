@@ -127,6 +127,18 @@ func (m brokenMutex) release(ctx context.Context) error {
 // TryAcquire and blocking Acquire (each bounded by the operation's 200 ms)
 // in equal parts; half the clients let go-redis retry a lost reply.
 func history(t *testing.T, broken bool) []porcupine.Operation {
+	return historyOf(t, func(client *redis.Client) mutex {
+		l := mustNew(t, client, "job", redislock.WithExpire(time.Minute))
+		if broken {
+			return brokenMutex{l, client}
+		}
+		return realMutex{l}
+	})
+}
+
+// historyOf records the history of the mutex that mk makes for each client
+// (see history).
+func historyOf(t *testing.T, mk func(client *redis.Client) mutex) []porcupine.Operation {
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
@@ -175,11 +187,7 @@ func history(t *testing.T, broken bool) []porcupine.Operation {
 				o.MaxRetries = -1 // a lost reply is an unknown outcome, not a retry
 			}
 		})
-		l := mustNew(t, client, "job", redislock.WithExpire(time.Minute))
-		var m mutex = realMutex{l}
-		if broken {
-			m = brokenMutex{l, client}
-		}
+		m := mk(client)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -159,6 +159,9 @@ func runWorker(mode string) int {
 		}
 		return 0
 	}
+	if code, ok := runFamilyWorker(mode, c, name); ok {
+		return code
+	}
 	return fail(fmt.Errorf("unknown mode %q", mode))
 }
 

@@ -1,0 +1,140 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+)
+
+// semSize is the size of the semaphore of the linearizability check.
+const semSize = 2
+
+// semModel is the counting model: the state is the set of clients holding
+// a permit (a bit each), never more than semSize of them. Its inputs and
+// outcomes are the mutex model's, judged the same way (see mutexModel).
+var semModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{uint(0)} },
+	Step: func(state, input, output any) []any {
+		held, in, out := state.(uint), input.(mutexInput), output.(outcome)
+		me := uint(1) << in.client
+		mine := held&me != 0
+		if in.acquire {
+			room := bits.OnesCount(held) < semSize
+			switch out {
+			case outOK:
+				if mine || room { // ours already: a try whose reply was lost took it
+					return []any{held | me}
+				}
+				return nil
+			case outRefused:
+				return []any{held}
+			}
+			if !mine && room {
+				return []any{held, held | me}
+			}
+			return []any{held}
+		}
+		switch out {
+		case outOK:
+			if mine {
+				return []any{held &^ me}
+			}
+			return nil
+		case outRefused:
+			if !mine {
+				return []any{held}
+			}
+			return nil
+		}
+		return []any{held, held &^ me}
+	},
+	DescribeOperation: mutexModel.DescribeOperation,
+	DescribeState: func(state any) string {
+		return fmt.Sprintf("holders %b", state.(uint))
+	},
+}
+
+type realSemaphore struct{ s *redislock.Semaphore }
+
+func (m realSemaphore) acquire(ctx context.Context, blocking bool) error {
+	if blocking {
+		return m.s.Acquire(ctx)
+	}
+	return m.s.TryAcquire(ctx)
+}
+func (m realSemaphore) release(ctx context.Context) error { return m.s.Release(ctx) }
+
+// brokenSemaphore releases as a bare counter would: it frees a permit,
+// whoever holds it (the one that expires first), even when the caller
+// holds none.
+type brokenSemaphore struct {
+	s *redislock.Semaphore
+	c *redis.Client
+}
+
+func (m brokenSemaphore) acquire(ctx context.Context, blocking bool) error {
+	return realSemaphore{m.s}.acquire(ctx, blocking)
+}
+func (m brokenSemaphore) release(ctx context.Context) error {
+	m.s.Release(ctx) // clears the Semaphore's own state; its result is ignored
+	return m.c.ZPopMin(ctx, m.s.Key()).Err()
+}
+
+// Histories of a size-2 semaphore recorded under faults (latency, dropped
+// replies, blackholes; see history) are linearizable against the counting
+// model; the broken semaphore's are not.
+func TestSemaphoreLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records and checks histories under faults")
+	}
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{
+		{"semaphore", false},
+		{"broken/release frees any permit", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := historyOf(t, func(client *redis.Client) mutex {
+				s := mustSemaphore(t, client, "pool", semSize, redislock.WithExpire(time.Minute))
+				if tc.broken {
+					return brokenSemaphore{s, client}
+				}
+				return realSemaphore{s}
+			})
+			checkStart := time.Now()
+			res := porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 30*time.Second)
+			var ok, unknown, blockingOK int
+			for _, op := range h {
+				switch op.Output.(outcome) {
+				case outOK:
+					ok++
+					if in := op.Input.(mutexInput); in.acquire && in.blocking {
+						blockingOK++
+					}
+				case outUnknown:
+					unknown++
+				}
+			}
+			t.Logf("%d operations (%d succeeded, %d of them blocking acquires; %d unknown under faults): %s, checked in %v",
+				len(h), ok, blockingOK, unknown, res, time.Since(checkStart).Round(time.Millisecond))
+			if unknown == 0 || blockingOK == 0 {
+				t.Fatalf("%d unknown outcomes and %d blocking acquires that succeeded, want some of each", unknown, blockingOK)
+			}
+			want := porcupine.Ok
+			if tc.broken {
+				want = porcupine.Illegal
+			}
+			if res != want {
+				t.Fatalf("history judged %s, want %s", res, want)
+			}
+		})
+	}
+}
