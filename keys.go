@@ -115,9 +115,20 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 // whose name matches the glob namePattern: the prefix with glob
 // metacharacters escaped, then the name pattern (in braces when tagged).
 func (s keyScheme) scanPattern(namePattern string) string {
+	return escapeGlob(s.lockPrefix) + s.tag(namePattern)
+}
+
+// semScanPattern is the SCAN MATCH pattern for the holders keys of the
+// semaphores whose name matches the glob namePattern.
+func (s keyScheme) semScanPattern(namePattern string) string {
+	return escapeGlob(s.semPrefixes[0]) + "{" + namePattern + "}"
+}
+
+// escapeGlob escapes the glob metacharacters of prefix.
+func escapeGlob(prefix string) string {
 	var b strings.Builder
-	for i := 0; i < len(s.lockPrefix); i++ { // bytes: a prefix need not be UTF-8
-		switch c := s.lockPrefix[i]; c {
+	for i := 0; i < len(prefix); i++ { // bytes: a prefix need not be UTF-8
+		switch c := prefix[i]; c {
 		case '*', '?', '[', ']', '\\':
 			b.WriteByte('\\')
 			b.WriteByte(c)
@@ -125,6 +136,5 @@ func (s keyScheme) scanPattern(namePattern string) string {
 			b.WriteByte(c)
 		}
 	}
-	b.WriteString(s.tag(namePattern))
 	return b.String()
 }

@@ -13,20 +13,35 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// LockInfo describes a held lock, as List finds it.
+// LockInfo describes a held lock, or one holder of a semaphore, as List
+// finds it.
 type LockInfo struct {
 	Name  string        // the lock's name, without the prefix
 	Key   string        // its Redis key
 	Owner string        // the id stored in the key
 	TTL   time.Duration // remaining time to live; negative when the key never expires
+	Kind  Kind          // KindLock, or KindSemaphore for a semaphore's holder
+	Size  int           // a semaphore's size; 0 for a lock
 }
+
+// Kind says which primitive a LockInfo describes.
+type Kind string
+
+// The kinds of LockInfo.
+const (
+	KindLock      Kind = "lock"
+	KindSemaphore Kind = "semaphore"
+)
 
 // List returns every lock held under the key prefix (WithKeyPrefix; by
 // default "lock:") whose name matches the glob namePattern ("*" or "" for
-// all), sorted by name. Like ResetAll, it walks the keys with SCAN on every
-// master and looks only at string keys; only WithKeyPrefix applies among
-// the options. It changes nothing. A lock released while List runs is left
-// out.
+// all), and every holder of a semaphore of such a name (one LockInfo per
+// holder, Kind KindSemaphore), sorted by name, then kind, then owner. Like
+// ResetAll, it walks the keys with SCAN on every master and looks only at
+// string keys (locks) and sorted sets (semaphores' holders); only
+// WithKeyPrefix applies among the options. It changes nothing but dropping
+// semaphore holders that expired, as every semaphore script does. A lock
+// released while List runs is left out.
 func List(ctx context.Context, client redis.UniversalClient, namePattern string, opts ...Option) ([]LockInfo, error) {
 	ks, _, err := adminConfig(client, opts)
 	if err != nil {
@@ -52,15 +67,33 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 			return err
 		}
 		mu.Lock()
-		infos[name] = info
+		infos[string(KindLock)+"\x00"+name] = info
 		mu.Unlock()
 		return nil
 	})
+	if err == nil {
+		err = eachSemaphore(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
+			keys, _ := ks.semKeys(name)
+			holders, size, err := readHolders(ctx, client, keys)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, h := range holders {
+				infos[string(KindSemaphore)+"\x00"+name+"\x00"+h.ID] = LockInfo{
+					Name: name, Key: keys[0], Owner: h.ID, TTL: h.TTL, Kind: KindSemaphore, Size: size}
+			}
+			mu.Unlock()
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
 	}
 	list := slices.Collect(maps.Values(infos))
-	slices.SortFunc(list, func(a, b LockInfo) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(list, func(a, b LockInfo) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Owner, b.Owner))
+	})
 	return list, nil
 }
 
@@ -76,7 +109,7 @@ func (l *Lock) Info(ctx context.Context) (info LockInfo, held bool, err error) {
 
 // readInfo reads the owner and TTL of the lock key of name on node.
 func readInfo(ctx context.Context, node redis.UniversalClient, name, key string) (LockInfo, bool, error) {
-	info := LockInfo{Name: name, Key: key}
+	info := LockInfo{Name: name, Key: key, Kind: KindLock}
 	var owner *redis.StringCmd
 	var ttl *redis.DurationCmd
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {

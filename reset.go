@@ -38,7 +38,10 @@ func (l *Lock) Reset(ctx context.Context) error {
 // value is an error matching ErrInvalidArgument, returned before any
 // command is sent.
 //
-// It returns how many lock keys it deleted. On a Redis error it stops and
+// It also resets every semaphore under the prefix (see Semaphore.Reset).
+//
+// It returns how many lock keys it deleted and semaphore holders it
+// dropped. On a Redis error it stops and
 // returns the count so far with the error. Locks taken while it runs may or
 // may not be reset, as SCAN guarantees.
 func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
@@ -69,6 +72,19 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 		mu.Unlock()
 		return nil
 	})
+	if err == nil {
+		err = eachSemaphore(ctx, client, ks, "*", func(ctx context.Context, name string) error {
+			keys, _ := ks.semKeys(name)
+			dropped, err := resetSemaphore(ctx, client, keys, signalExpireMS)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			total += dropped
+			mu.Unlock()
+			return nil
+		})
+	}
 	newEvents(nil, c.logger).reset(ctx, LockRef{}, total, err)
 	if err != nil {
 		return total, fmt.Errorf("redislock: reset all: %w", err)
@@ -111,10 +127,24 @@ func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config
 // twice (found on the migrating node, then moved and found again).
 func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
 	fn func(ctx context.Context, name string) error) error {
+	return eachKey(ctx, client, ks.scanPattern(namePattern), "string", ks.nameOf, fn)
+}
+
+// eachSemaphore is eachLockKey for the semaphores of scheme ks: it calls
+// fn with the name of every semaphore that has a holders key.
+func eachSemaphore(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+	fn func(ctx context.Context, name string) error) error {
+	return eachKey(ctx, client, ks.semScanPattern(namePattern), "zset", ks.semNameOf, fn)
+}
+
+// eachKey calls fn with nameOf of every key of type typ that matches the
+// SCAN pattern, where nameOf says it is one (see eachLockKey).
+func eachKey(ctx context.Context, client redis.UniversalClient, pattern, typ string,
+	nameOf func(key string) (string, bool), fn func(ctx context.Context, name string) error) error {
 	walk := func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.ScanType(ctx, 0, ks.scanPattern(namePattern), scanCount, "string").Iterator()
+		iter := node.ScanType(ctx, 0, pattern, scanCount, typ).Iterator()
 		for iter.Next(ctx) {
-			name, ok := ks.nameOf(iter.Val())
+			name, ok := nameOf(iter.Val())
 			if !ok {
 				continue
 			}

@@ -281,3 +281,125 @@ func TestSemaphoreReset(t *testing.T) {
 		}
 	})
 }
+
+// List shows a semaphore's holders beside the locks, one entry each;
+// ResetAll drops them and wakes a waiter, and leaves keys outside the
+// prefix alone.
+func TestSemaphoreListAndResetAll(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		l := mustNew(t, c, "pool", redislock.WithExpire(time.Minute))
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var sems []*redislock.Semaphore
+		for range 2 {
+			s := mustSemaphore(t, c, "pool", 3, redislock.WithExpire(time.Minute))
+			if err := s.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sems = append(sems, s)
+		}
+		other := mustSemaphore(t, c, "other", 1, redislock.WithKeyPrefix("app:"))
+		if err := other.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list, err := redislock.List(ctx, c, "*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, info := range list {
+			kinds = append(kinds, string(info.Kind)+":"+info.Name)
+			if info.Kind == redislock.KindSemaphore && (info.Size != 3 || info.TTL <= 50*time.Second || info.Key != sems[0].Key()) {
+				t.Fatalf("semaphore entry %+v; want size 3, TTL about a minute, key %s", info, sems[0].Key())
+			}
+		}
+		if got := strings.Join(kinds, ","); got != "lock:pool,semaphore:pool,semaphore:pool" {
+			t.Fatalf("List = %s; want the lock and the two holders of the default prefix", got)
+		}
+		n, err := redislock.ResetAll(ctx, c)
+		if err != nil || n != 3 {
+			t.Fatalf("ResetAll = %d, %v; want 3 (one lock key, two holders)", n, err)
+		}
+		if list, _ := redislock.List(ctx, c, "*"); len(list) != 0 {
+			t.Fatalf("List after ResetAll = %v", list)
+		}
+		if holders, _, _ := other.Holders(ctx); len(holders) != 1 {
+			t.Fatalf("ResetAll touched another prefix's semaphore: %v", holders)
+		}
+	})
+}
+
+// The signal list never holds more signals than the permits released
+// since the last acquire, nor more than are free: a release wakes one
+// waiter per permit it frees, and an acquire trims what it no longer
+// needs.
+func TestSemaphoreSignalsStayBounded(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		const size = 5
+		var sems []*redislock.Semaphore
+		for range size {
+			s := mustSemaphore(t, c, "pool", size, redislock.WithSignalExpire(time.Minute))
+			if err := s.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sems = append(sems, s)
+		}
+		signal := strings.Replace(sems[0].Key(), "-sem:", "-sem-signal:", 1)
+		for i, s := range sems[:3] {
+			if err := s.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.LLen(ctx, signal).Val(); n > int64(i+1) {
+				t.Fatalf("after %d releases the signal list holds %d", i+1, n)
+			}
+		}
+		if err := sems[0].Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// 3 held now, 2 free: no more than 2 signals.
+		if n := c.LLen(ctx, signal).Val(); n > 2 {
+			t.Fatalf("with 2 permits free the signal list holds %d", n)
+		}
+	})
+}
+
+// Each holder's permit expires on its own, on the server's clock: a
+// holder with a short expire does not cut a long one's short, nor is it
+// kept by it.
+func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		long := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
+		short := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))
+		if err := long.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := short.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-short.Done() // its local deadline
+		time.Sleep(100 * time.Millisecond)
+		third := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))
+		if err := third.TryAcquire(ctx); err != nil {
+			t.Fatalf("the short holder's permit was not freed at its expire: %v", err)
+		}
+		holders, _, err := long.Holders(ctx)
+		if err != nil || len(holders) != 2 {
+			t.Fatalf("holders %v, %v; want the long one and the third", holders, err)
+		}
+		for _, h := range holders {
+			if h.ID == long.ID() && h.TTL < 9*time.Second {
+				t.Fatalf("the long holder's TTL was cut to %v by the short ones", h.TTL)
+			}
+		}
+		if err := long.Err(); err != nil {
+			t.Fatalf("long holder: %v", err)
+		}
+	})
+}

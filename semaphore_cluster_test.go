@@ -1,0 +1,97 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// On a 3-master cluster: semaphores whose names spread over every master
+// work end to end (hold, wait, wake, fencing, List, ResetAll), and every
+// key of one name, the waiters' wake keys included, is in one slot. Its
+// broken variant is the mutation sem-key-untagged (.ci/mutations.txt): a
+// size key without the tag, which the cluster refuses in the scripts
+// (CROSSSLOT).
+func TestSemaphoreCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	ctx := ctxT(t)
+	cc := cl.Client(t)
+	if _, err := redislock.NewSemaphore(cc, "a}b", 2); !errors.Is(err, redislock.ErrInvalidHashTag) {
+		t.Fatalf("NewSemaphore(cluster, \"a}b\") = %v, want ErrInvalidHashTag", err)
+	}
+	masters := map[string]bool{}
+	var names []string
+	for i := 0; len(masters) < 3; i++ {
+		name := fmt.Sprintf("pool-%d", i)
+		m, err := cc.MasterForKey(ctx, "lock-sem:{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+		names = append(names, name)
+	}
+	for _, name := range names {
+		var holders []*redislock.Semaphore
+		for range 2 {
+			s := mustSemaphore(t, cc, name, 2, redislock.WithExpire(time.Minute), redislock.WithFencing())
+			if err := s.Acquire(ctx); err != nil {
+				t.Fatalf("Acquire(%s) on the cluster: %v", name, err)
+			}
+			if s.Token() == 0 {
+				t.Fatalf("%s: no fencing token", name)
+			}
+			holders = append(holders, s)
+		}
+		if err := holders[0].Extend(ctx, 2*time.Minute); err != nil {
+			t.Fatalf("Extend(%s): %v", name, err)
+		}
+		waiter := mustSemaphore(t, cl.Client(t), name, 2, redislock.WithFencing())
+		got := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		go func() { got <- waiter.Acquire(wctx) }()
+		node, err := cc.MasterForKey(ctx, holders[0].Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitBlocked(t, node, 1)
+		// Every key of the name, the waiter's wake key among them, now
+		// exists on that node: all in the holders key's slot.
+		slot := redistest.Slot(holders[0].Key())
+		keys := node.Keys(ctx, "*{"+name+"}*").Val()
+		if len(keys) < 3 {
+			t.Fatalf("keys of %s on its master: %v; want holders, size and fence keys", name, keys)
+		}
+		for _, k := range keys {
+			if redistest.Slot(k) != slot {
+				t.Fatalf("key %s is in slot %d, the holders key in %d", k, redistest.Slot(k), slot)
+			}
+		}
+		if err := holders[1].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = <-got
+		cancel()
+		if err != nil {
+			t.Fatalf("waiter of %s on the cluster: %v", name, err)
+		}
+		if waiter.Token() <= holders[1].Token() {
+			t.Fatalf("waiter's token %d not above the earlier holder's %d", waiter.Token(), holders[1].Token())
+		}
+	}
+	list, err := redislock.List(ctx, cc, "pool-*")
+	if err != nil || len(list) != 2*len(names) {
+		t.Fatalf("List on the cluster = %d entries, %v; want %d", len(list), err, 2*len(names))
+	}
+	n, err := redislock.ResetAll(ctx, cc)
+	if err != nil || n != 2*len(names) {
+		t.Fatalf("ResetAll on the cluster = %d, %v; want %d", n, err, 2*len(names))
+	}
+}
