@@ -62,13 +62,17 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 		}
 		fmt.Println("most", most)
 		return 0, true
-	case "semhold": // take a permit of a size-1 semaphore (W_EXPIRE, W_RENEW=1), say "held", wait for the loss, release (W_RELEASE=zadd: the broken variant puts itself back)
+	case "semhold": // take a permit of a semaphore of W_SIZE (default 1; W_EXPIRE, W_RENEW=1), say "held", wait for the loss, release (W_RELEASE=zadd: the broken variant puts itself back)
 		expire, _ := time.ParseDuration(os.Getenv("W_EXPIRE"))
+		size, err := strconv.Atoi(os.Getenv("W_SIZE"))
+		if err != nil {
+			size = 1
+		}
 		opts := []redislock.Option{redislock.WithExpire(expire)}
 		if os.Getenv("W_RENEW") == "1" {
 			opts = append(opts, redislock.WithAutoRenewal())
 		}
-		s, err := redislock.NewSemaphore(c, name, 1, opts...)
+		s, err := redislock.NewSemaphore(c, name, size, opts...)
 		if err != nil {
 			return fail(err)
 		}
@@ -169,11 +173,13 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 	}
 }
 
-// A holder process SIGKILLed while holding a 1 s permit: a waiter blocked
-// on the semaphore holds within the TTL + 300 ms (woken at the holder's
-// expiry on the server's clock). In the broken variant the dead holder's
-// permit lasts an hour, as a permit counted without an expiry would, and
-// the same check finds the waiter still waiting.
+// A holder process SIGKILLed while holding a 1 s permit of a size-2
+// semaphore, whose other permit a live holder keeps (so the holders key
+// lives on): a waiter blocked on the semaphore holds within the TTL +
+// 300 ms (woken at the dead holder's expiry on the server's clock, its
+// permit dropped). In the broken variant the dead holder's permit lasts an
+// hour, as a permit counted without an expiry would, and the same check
+// finds the waiter still waiting.
 func TestSemaphoreHolderKilled(t *testing.T) {
 	const ttl = time.Second
 	for _, tc := range []struct {
@@ -186,9 +192,13 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := redistest.Start(t)
 			ctx := ctxT(t)
-			holder, _ := startSemHolder(t, s.Addr, "pool", tc.expire, false)
+			live := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Minute))
+			if err := live.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			holder, _ := startSemHolder(t, s.Addr, "pool", tc.expire, false, "W_SIZE=2")
 			held := time.Now() // the holder acquired before this
-			waiter := mustSemaphore(t, s.Client(), "pool", 1)
+			waiter := mustSemaphore(t, s.Client(), "pool", 2)
 			got := make(chan error, 1)
 			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
 			defer cancel()

@@ -273,6 +273,9 @@ func TestSemaphoreReset(t *testing.T) {
 		if err := h.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
 			t.Fatalf("reset holder's Err = %v; want ErrLost, ErrExpired", err)
 		}
+		if err := h.Extend(ctx, time.Minute); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("reset holder's Extend = %v; want ErrNotAcquired (a permit is never recreated)", err)
+		}
 		if err := h.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("reset holder's Release = %v; want ErrNotAcquired", err)
 		}

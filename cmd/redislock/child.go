@@ -9,15 +9,13 @@ import (
 	"runtime"
 	"syscall"
 	"time"
-
-	"github.com/go-redis-lock/redislock"
 )
 
 // runHolding runs command while lock is held and returns its exit code,
 // and the loss if the lock was lost meanwhile (command was then
 // terminated). Signals received on sigs are passed on to command's process
 // group. It returns once command has exited.
-func runHolding(lock *redislock.Lock, command []string, sigs <-chan os.Signal, killAfter time.Duration, stdout, stderr io.Writer) (code int, lost error) {
+func runHolding(lock holdable, command []string, sigs <-chan os.Signal, killAfter time.Duration, stdout, stderr io.Writer) (code int, lost error) {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	tty := controllingTerminal(os.Stdin)

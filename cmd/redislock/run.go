@@ -70,12 +70,30 @@ Exit codes:
   2            bad flags or arguments (nothing was sent to Redis)
   126, 127     COMMAND could not be run, or was not found
 
+With --semaphore N, NAME is a semaphore of N permits instead of a lock:
+COMMAND runs while this process holds one of them, so that at most N
+COMMANDs run at once across every host; everything above applies to the
+permit (busy means all N are held). Every process that uses NAME must give
+the same N: another N while some hold is an error (exit 1).
+
 Examples:
   # crontab: one host runs the nightly job, the others skip it
   17 3 * * *  redislock run --no-wait nightly -- /usr/local/bin/nightly-job
   # wait up to ten minutes for the lock, give the job an hour at most
   redislock run --wait 10m --max-hold 1h reindex -- ./reindex.sh --full
+  # at most 4 thumbnailers at once across the fleet
+  redislock run --semaphore 4 thumbnails -- ./thumbnail.sh
 `
+
+// holdable is what run holds: a Lock, or a Semaphore's permit.
+type holdable interface {
+	Acquire(ctx context.Context) error
+	TryAcquire(ctx context.Context) error
+	Release(ctx context.Context) error
+	Settle(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
+}
 
 // runFlags are run's own flags.
 type runFlags struct {
@@ -87,6 +105,7 @@ type runFlags struct {
 	busyCode   int
 	killAfter  time.Duration
 	relTimeout time.Duration
+	semaphore  int // a semaphore's size; 0: a lock
 }
 
 // validate checks the flags in the command line's terms, before anything
@@ -109,6 +128,8 @@ func (f *runFlags) validate(idGiven bool) error {
 		return errors.New("--kill-after must not be negative")
 	case f.relTimeout <= 0:
 		return errors.New("--release-timeout must be more than 0")
+	case f.semaphore < 0:
+		return errors.New("--semaphore must be at least 1 (or 0: a lock)")
 	}
 	return nil
 }
@@ -134,6 +155,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
 	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
 	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long the final release may take")
+	fs.IntVar(&f.semaphore, "semaphore", 0, "NAME is a semaphore of this many permits: hold one of them (0: NAME is a lock)")
 	pos, command, dashdash, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -166,9 +188,30 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer client.Close()
 	// New checks every argument before the first byte goes to Redis; the
 	// flags were checked above, so an error here is a case they missed.
-	lock, err := redislock.New(client, name, opts...)
-	if err != nil {
-		return fail(stderr, "run", exitUsage, err)
+	var (
+		lock holdable
+		busy func(ctx context.Context) string // why it is busy, for the message
+	)
+	if f.semaphore > 0 {
+		sem, err := redislock.NewSemaphore(client, name, f.semaphore, opts...)
+		if err != nil {
+			return fail(stderr, "run", exitUsage, err)
+		}
+		lock, busy = sem, func(context.Context) string {
+			return fmt.Sprintf("semaphore %q is busy (all %d permits held)", name, f.semaphore)
+		}
+	} else {
+		l, err := redislock.New(client, name, opts...)
+		if err != nil {
+			return fail(stderr, "run", exitUsage, err)
+		}
+		lock, busy = l, func(ctx context.Context) string {
+			owner, _ := l.OwnerID(ctx)
+			if owner == "" {
+				return fmt.Sprintf("lock %q is busy (and was released just after)", name)
+			}
+			return fmt.Sprintf("lock %q is busy (held by %q)", name, owner)
+		}
 	}
 
 	// Signals: until COMMAND starts they end redislock; while COMMAND runs
@@ -208,11 +251,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case errors.As(err, new(unreachableError)):
 		return fail(stderr, "run", exitFail, err)
 	case errors.Is(err, redislock.ErrLocked) && (f.noWait || errors.Is(err, context.DeadlineExceeded)):
-		owner, _ := lock.OwnerID(context.WithoutCancel(ctx))
-		if owner == "" {
-			return fail(stderr, "run", f.busyCode, fmt.Errorf("lock %q is busy (and was released just after)", name))
-		}
-		return fail(stderr, "run", f.busyCode, fmt.Errorf("lock %q is busy (held by %q)", name, owner))
+		return fail(stderr, "run", f.busyCode, errors.New(busy(context.WithoutCancel(ctx))))
 	default:
 		return fail(stderr, "run", exitFail, err)
 	}
@@ -226,7 +265,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case lostErr != nil:
 		return fail(stderr, "run", exitLost, fmt.Errorf("%v while COMMAND ran; COMMAND was terminated", lostErr))
 	case errors.Is(relErr, redislock.ErrNotAcquired):
-		return fail(stderr, "run", exitLost, fmt.Errorf("lock %q was lost before COMMAND finished", name))
+		what := "lock"
+		if f.semaphore > 0 {
+			what = "semaphore permit of"
+		}
+		return fail(stderr, "run", exitLost, fmt.Errorf("%s %q was lost before COMMAND finished", what, name))
 	case relErr != nil:
 		fmt.Fprintf(stderr, "redislock run: %v (the lock expires on its own)\n", relErr)
 	}
@@ -248,7 +291,7 @@ type unreachableError struct{ error }
 // returns that signal, and the acquire's error (nil when the lock was
 // taken all the same). With no signal, sig is 0 and err is the acquire's
 // error, or an unreachableError.
-func takeLock(ctx context.Context, lock *redislock.Lock, client redis.UniversalClient, where string, f runFlags, sigs <-chan os.Signal) (sig syscall.Signal, err error) {
+func takeLock(ctx context.Context, lock holdable, client redis.UniversalClient, where string, f runFlags, sigs <-chan os.Signal) (sig syscall.Signal, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The watcher is joined before takeLock returns, so it cannot swallow a

@@ -15,7 +15,8 @@ import (
 const statusHelp = `Usage: redislock status [flags] NAME
 
 Prints whether the lock NAME is held, by which owner id, and how long its
-key has left to live. Exit code 0 whether it is held or free; 1 when Redis
+key has left to live; then, if the semaphore NAME (redislock run
+--semaphore) has holders, its size and each holder with its time left. Exit code 0 whether it is held or free; 1 when Redis
 cannot be reached; 2 for bad arguments.
 
 The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
@@ -24,7 +25,8 @@ The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
 With --json it prints one object:
   {"name":"nightly","key":"lock:nightly","held":true,"owner":"...","ttl_ms":12345}
 where ttl_ms is -1 for a lock without expire, and owner and ttl_ms are left
-out when the lock is free. An owner id of the library's default form
+out when the lock is free. A semaphore's holders are in "semaphore_holders",
+objects of the same form with "kind":"semaphore" and "size". An owner id of the library's default form
 (HOST:PID:UUID) also gives "host" and "pid", and the text names them:
   nightly: held by "web-3:4242:..." (pid 4242 on web-3), expires in 12.3s Ids are stored byte for byte, and JSON strings
 cannot hold bytes that are not UTF-8: for an owner, name or key that is
@@ -37,8 +39,9 @@ are escaped as JSON does (\u0001), and kept exactly.
 const listHelp = `Usage: redislock list [flags] [PATTERN]
 
 Prints every held lock under the prefix whose name matches the glob PATTERN
-(default: all), with its owner id (Go-quoted, as status prints it) and
-remaining time to live. It walks the keys with SCAN (never KEYS), on every
+(default: all), and every holder of a semaphore of such a name (KIND
+semaphore/N, one line per holder), with its owner id (Go-quoted, as status
+prints it) and remaining time to live. It walks the keys with SCAN (never KEYS), on every
 master of a cluster, and changes nothing. With --json it prints an array of
 the objects status --json prints (see "redislock status --help", also for
 ids that are not UTF-8).
@@ -57,6 +60,12 @@ type lockStatus struct {
 	Host        string `json:"host,omitempty"` // from an owner id of the library's default form
 	PID         int    `json:"pid,omitempty"`
 	TTLms       *int64 `json:"ttl_ms,omitempty"`
+	Kind        string `json:"kind,omitempty"` // in list: "lock" or "semaphore"
+	Size        int    `json:"size,omitempty"` // a semaphore's
+
+	// SemaphoreHolders, in status, are the holders of the semaphore of the
+	// same name, if any (see "redislock run --semaphore").
+	SemaphoreHolders []lockStatus `json:"semaphore_holders,omitempty"`
 }
 
 // freeStatus is the status of the free lock name, whose key is key.
@@ -123,7 +132,28 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if held {
 		st = heldStatus(info.Name, info.Key, info.Owner, info.TTL)
 	}
-	return output(stdout, stderr, "status", asJSON, st, st.String())
+	text := st.String()
+	// The semaphore of the same name, if it has holders. Its size does
+	// not matter for reading.
+	sem, err := redislock.NewSemaphore(client, pos[0], 1, conn.lockOptions(stderr)...)
+	if err == nil { // a name that cannot be a semaphore's has none
+		holders, size, err := sem.Holders(ctx)
+		if err != nil {
+			return fail(stderr, "status", exitFail, err)
+		}
+		for _, h := range holders {
+			hs := heldStatus(info.Name, sem.Key(), h.ID, h.TTL)
+			hs.Kind, hs.Size = string(redislock.KindSemaphore), size
+			st.SemaphoreHolders = append(st.SemaphoreHolders, hs)
+		}
+		if len(holders) > 0 {
+			text += fmt.Sprintf("\n%s: semaphore of %d, %d held:", shown(info.Name), size, len(holders))
+			for _, h := range st.SemaphoreHolders {
+				text += "\n  " + strings.TrimPrefix(h.String(), shown(info.Name)+": ")
+			}
+		}
+	}
+	return output(stdout, stderr, "status", asJSON, st, text)
 }
 
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -146,9 +176,14 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	all := make([]lockStatus, len(infos))
 	var text strings.Builder
 	tw := tabwriter.NewWriter(&text, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tOWNER\tTTL")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tOWNER\tTTL")
 	for i, li := range infos {
 		all[i] = heldStatus(li.Name, li.Key, li.Owner, li.TTL)
+		all[i].Kind, all[i].Size = string(li.Kind), li.Size
+		kind := string(li.Kind)
+		if li.Kind == redislock.KindSemaphore {
+			kind = fmt.Sprintf("semaphore/%d", li.Size)
+		}
 		ttl := "none"
 		if li.TTL >= 0 {
 			ttl = li.TTL.Round(time.Millisecond).String()
@@ -157,7 +192,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if holder == "" {
 			holder = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\n", shown(li.Name), holder, li.Owner, ttl)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\t%s\n", shown(li.Name), kind, holder, li.Owner, ttl)
 	}
 	tw.Flush()
 	if len(infos) == 0 {

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// mostAtOnce returns the most intervals of a start/end log (see overlaps)
+// that were open at once.
+func mostAtOnce(t *testing.T, log string) (most, n int) {
+	type event struct {
+		at    int64
+		delta int
+	}
+	var events []event
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("bad log line %q", line)
+		}
+		at, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("bad log line %q", line)
+		}
+		d := 1
+		if f[0] == "end" {
+			d, n = -1, n+1
+		}
+		events = append(events, event{at, d})
+	}
+	slices.SortStableFunc(events, func(a, b event) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return a.delta - b.delta // an end before a start at the same instant
+	})
+	open := 0
+	for _, e := range events {
+		open += e.delta
+		most = max(most, open)
+	}
+	return most, n
+}
+
+// run --semaphore 2: six commands started at once, at most two run at a
+// time, and two do. In the broken variant each uses a semaphore of its
+// own name, and more than two run at once.
+func TestRunSemaphore(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool
+	}{{"one semaphore", true}, {"broken/a semaphore each", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			url := "redis://" + s.Addr + "/0"
+			log := filepath.Join(t.TempDir(), "log")
+			script := `echo "start $(date +%s%N)" >> "$0"; sleep 0.2; echo "end $(date +%s%N)" >> "$0"`
+			const procs = 6
+			var wg sync.WaitGroup
+			for p := range procs {
+				name := "pool"
+				if !tc.shared {
+					name += strconv.Itoa(p)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code, errOut := exitOf(t, cliCmd(t, "run", "--semaphore", "2", "--redis", url, name, "--", "sh", "-c", script, log))
+					if code != 0 {
+						t.Errorf("run exit %d: %s", code, errOut)
+					}
+				}()
+			}
+			wg.Wait()
+			data, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			most, n := mostAtOnce(t, string(data))
+			t.Logf("%d commands, at most %d at once", n, most)
+			if n != procs {
+				t.Fatalf("%d commands ran, want %d", n, procs)
+			}
+			if want := most == 2; want != tc.shared {
+				t.Fatalf("at most %d ran at once; want exactly 2 = %v", most, tc.shared)
+			}
+		})
+	}
+}
+
+// With every permit held: run --semaphore -n is busy (exit 75) and says
+// so; another size is an error, not a silent mix; list and status show the
+// holders.
+func TestRunSemaphoreBusyAndStatus(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	var ids []string
+	for i := range 2 {
+		h, err := redislock.NewSemaphore(s.Client(), "pool", 2, redislock.WithID("holder-"+strconv.Itoa(i)), redislock.WithExpire(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, h.ID())
+	}
+	code, errOut := exitOf(t, cliCmd(t, "run", "-n", "--semaphore", "2", "--redis", url, "pool", "--", "true"))
+	if code != exitBusy || !strings.Contains(errOut, "all 2 permits held") {
+		t.Fatalf("run -n --semaphore 2 with both held: exit %d, %q; want %d", code, errOut, exitBusy)
+	}
+	code, errOut = exitOf(t, cliCmd(t, "run", "-n", "--semaphore", "3", "--redis", url, "pool", "--", "true"))
+	if code != exitFail || !strings.Contains(errOut, "another size") {
+		t.Fatalf("run --semaphore 3 while size-2 holders hold: exit %d, %q; want %d and the size error", code, errOut, exitFail)
+	}
+	if code, errOut := exitOf(t, cliCmd(t, "run", "--semaphore", "-1", "--redis", url, "pool", "--", "true")); code != exitUsage {
+		t.Fatalf("run --semaphore -1: exit %d, %q; want %d", code, errOut, exitUsage)
+	}
+	out, err := cliCmd(t, "list", "--redis", url).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !strings.Contains(string(out), "semaphore/2") || !strings.Contains(string(out), strconv.Quote(id)) {
+			t.Fatalf("list does not show holder %s of the semaphore:\n%s", id, out)
+		}
+	}
+	out, err = cliCmd(t, "status", "--json", "--redis", url, "pool").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st lockStatus
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v: %s", err, out)
+	}
+	if st.Held || len(st.SemaphoreHolders) != 2 || st.SemaphoreHolders[0].Size != 2 {
+		t.Fatalf("status --json = %s; want the lock free and two semaphore holders of size 2", out)
+	}
+	text, _ := cliCmd(t, "status", "--redis", url, "pool").Output()
+	if !strings.Contains(string(text), "semaphore of 2, 2 held") {
+		t.Fatalf("status = %q", text)
+	}
+}
