@@ -26,12 +26,16 @@ const DefaultKeyPrefix = "lock:"
 //
 // A Semaphore's keys are derived the same way, with "-sem:",
 // "-sem-signal:", "-sem-size:" and "-sem-fence:", and are always
-// hash-tagged: "lock-sem:{pool}", "lock-sem-signal:{pool}" and so on.
+// hash-tagged: "lock-sem:{pool}", "lock-sem-signal:{pool}" and so on. An
+// RWMutex's likewise, with "-rw:" (the writer key), "-rw-wsignal:",
+// "-rw-readers:", "-rw-writers:", "-rw-rsignal:", "-rw-waiting:",
+// "-rw-admitted:" and "-rw-fence:".
 type keyScheme struct {
 	lockPrefix   string
 	signalPrefix string
 	fencePrefix  string
 	semPrefixes  [4]string // holders, signal, size, fence of a Semaphore
+	rwPrefixes   [8]string // see rwKeys; the fence last
 	tagged       bool
 }
 
@@ -42,7 +46,9 @@ func newKeyScheme(prefix string, tagged bool) keyScheme {
 		signalPrefix: base + "-signal:",
 		fencePrefix:  base + "-fence:",
 		semPrefixes:  [4]string{base + "-sem:", base + "-sem-signal:", base + "-sem-size:", base + "-sem-fence:"},
-		tagged:       tagged,
+		rwPrefixes: [8]string{base + "-rw:", base + "-rw-wsignal:", base + "-rw-readers:", base + "-rw-writers:",
+			base + "-rw-rsignal:", base + "-rw-waiting:", base + "-rw-admitted:", base + "-rw-fence:"},
+		tagged: tagged,
 	}
 }
 
@@ -51,6 +57,38 @@ func newKeyScheme(prefix string, tagged bool) keyScheme {
 func (s keyScheme) semKeys(name string) (keys []string, fence string) {
 	tag := "{" + name + "}"
 	return []string{s.semPrefixes[0] + tag, s.semPrefixes[1] + tag, s.semPrefixes[2] + tag}, s.semPrefixes[3] + tag
+}
+
+// rwKeys returns an RWMutex's keys, all tagged with the name: the writer
+// key, the writers' signal list, the readers, the waiting writers, the
+// readers' signal list, the waiting readers and the admitted readers (see
+// lua/rw_lib.lua), and its fence key.
+func (s keyScheme) rwKeys(name string) (keys []string, fence string) {
+	tag := "{" + name + "}"
+	keys = make([]string, len(s.rwPrefixes)-1)
+	for i, p := range s.rwPrefixes[:len(keys)] {
+		keys[i] = p + tag
+	}
+	return keys, s.rwPrefixes[len(keys)] + tag
+}
+
+// rwNameOf returns the RWMutex name of a writer key, and false when key is
+// not one.
+func (s keyScheme) rwNameOf(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, s.rwPrefixes[0])
+	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
+		return "", false
+	}
+	return name[1 : len(name)-1], true
+}
+
+// rwReaderNameOf returns the RWMutex name of a readers key.
+func (s keyScheme) rwReaderNameOf(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, s.rwPrefixes[2])
+	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
+		return "", false
+	}
+	return name[1 : len(name)-1], true
 }
 
 // semNameOf returns the semaphore name of a holders key, and false when
@@ -96,7 +134,8 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 	if !strings.HasPrefix(key, s.lockPrefix) {
 		return "", false
 	}
-	for _, other := range []string{s.signalPrefix, s.fencePrefix, s.semPrefixes[0], s.semPrefixes[1], s.semPrefixes[2], s.semPrefixes[3]} {
+	others := append([]string{s.signalPrefix, s.fencePrefix}, s.semPrefixes[:]...)
+	for _, other := range append(others, s.rwPrefixes[:]...) {
 		if strings.HasPrefix(other, s.lockPrefix) && strings.HasPrefix(key, other) {
 			return "", false
 		}

@@ -577,7 +577,11 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 	var r topoRetry
 	for {
 		sha := &countedArg{s: own}
-		n, err = l.client.Do(ctx, "evalsha", l.proto.release.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
+		if len(l.keys) == 3 { // the Lock's and the Semaphore's: nothing to build
+			n, err = l.client.Do(ctx, "evalsha", l.proto.release.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
+		} else {
+			n, err = l.client.Do(ctx, evalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
+		}
 		final := sha
 		if isNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.

@@ -26,10 +26,16 @@ import (
 // between Lock and Unlock runs on regardless. Prefer Do, whose function's
 // context is cancelled on loss, or watch l.Done().
 func (l *Lock) Locker() sync.Locker {
-	return locker{l}
+	return locker{c: &l.core, acquire: l.Acquire, release: l.Release, err: l.Err}
 }
 
-type locker struct{ l *Lock }
+// locker is a sync.Locker on a primitive's hold: c's turn is its local
+// mutex, and acquire, release and err are the primitive's.
+type locker struct {
+	c                *core
+	acquire, release func(ctx context.Context) error
+	err              func() error
+}
 
 // Backoff between failed attempts of Lock and Unlock.
 const (
@@ -40,10 +46,10 @@ const (
 )
 
 func (m locker) Lock() {
-	m.l.turn <- struct{}{}
+	m.c.turn <- struct{}{}
 	backoff := lockerMinBackoff
 	for {
-		err := m.l.Acquire(context.Background())
+		err := m.acquire(context.Background())
 		if err == nil {
 			return
 		}
@@ -53,28 +59,28 @@ func (m locker) Lock() {
 }
 
 func (m locker) Unlock() {
-	if len(m.l.turn) == 0 {
-		panic(fmt.Sprintf("redislock: Unlock of unlocked lock %q", m.l.name))
+	if len(m.c.turn) == 0 {
+		panic(fmt.Sprintf("redislock: Unlock of unlocked %s %q", m.c.proto.kind, m.c.name))
 	}
 	// The next local Lock may start only once the release is over, or its
 	// acquire would race with it.
-	defer func() { <-m.l.turn }()
+	defer func() { <-m.c.turn }()
 	giveUp := time.Now().Add(unlockPatience)
-	if m.l.expire > 0 {
-		giveUp = time.Now().Add(m.l.expire)
+	if m.c.expire > 0 {
+		giveUp = time.Now().Add(m.c.expire)
 	}
 	backoff := lockerMinBackoff
 	for attempt := 0; ; attempt++ {
-		err := m.l.Release(context.Background())
+		err := m.release(context.Background())
 		switch {
 		case err == nil:
 			return
 		case errors.Is(err, ErrNotAcquired) && attempt == 0:
-			panic(fmt.Sprintf("redislock: Unlock of lock %q that is no longer held: %v", m.l.name, m.l.Err()))
+			panic(fmt.Sprintf("redislock: Unlock of %s %q that is no longer held: %v", m.c.proto.kind, m.c.name, m.err()))
 		case errors.Is(err, ErrNotAcquired):
 			return // an earlier attempt whose reply was lost released it
 		case time.Now().After(giveUp):
-			panic(fmt.Sprintf("redislock: Unlock of lock %q failed: %v", m.l.name, err))
+			panic(fmt.Sprintf("redislock: Unlock of %s %q failed: %v", m.c.proto.kind, m.c.name, err))
 		}
 		// The key may still be ours until it expires: try again.
 		time.Sleep(backoff)

@@ -58,9 +58,10 @@ func newConfig(opts []Option) config {
 // negative value, or a positive one below 1ms, makes New return
 // ErrInvalidExpire.
 //
-// For a Semaphore it is how long a permit lasts; its default is
-// DefaultSemaphoreExpire, and 0 is refused (ErrInvalidExpire): a permit
-// that never expires is lost for good when its holder dies.
+// For a Semaphore it is how long a permit lasts, and for an RWMutex how
+// long each hold lasts; their default is DefaultExpire, and 0 is refused
+// (ErrInvalidExpire): a share that never expires is lost for good when its
+// holder dies.
 func WithExpire(d time.Duration) Option {
 	return func(c *config) { c.expire, c.expireGiven = d, true }
 }

@@ -70,6 +70,45 @@ var (
 	semHoldersScript = redis.NewScript(semLib + semHoldersLua)
 )
 
+// The RWMutex's scripts, each with lua/sem_lib.lua and lua/rw_lib.lua
+// before it.
+var (
+	//go:embed lua/rw_lib.lua
+	rwLib string
+
+	//go:embed lua/rw_wacquire.lua
+	rwWAcquireLua    string
+	rwWAcquireScript = redis.NewScript(semLib + rwLib + rwWAcquireLua)
+
+	//go:embed lua/rw_racquire.lua
+	rwRAcquireLua    string
+	rwRAcquireScript = redis.NewScript(semLib + rwLib + rwRAcquireLua)
+
+	//go:embed lua/rw_wrelease.lua
+	rwWReleaseLua    string
+	rwWReleaseScript = redis.NewScript(semLib + rwLib + rwWReleaseLua)
+
+	//go:embed lua/rw_rrelease.lua
+	rwRReleaseLua    string
+	rwRReleaseScript = redis.NewScript(semLib + rwLib + rwRReleaseLua)
+
+	//go:embed lua/rw_wgiveback.lua
+	rwWGivebackLua    string
+	rwWGivebackScript = redis.NewScript(semLib + rwLib + rwWGivebackLua)
+
+	//go:embed lua/rw_rgiveback.lua
+	rwRGivebackLua    string
+	rwRGivebackScript = redis.NewScript(semLib + rwLib + rwRGivebackLua)
+
+	//go:embed lua/rw_reset.lua
+	rwResetLua    string
+	rwResetScript = redis.NewScript(semLib + rwLib + rwResetLua)
+
+	//go:embed lua/rw_info.lua
+	rwInfoLua    string
+	rwInfoScript = redis.NewScript(semLib + rwLib + rwInfoLua)
+)
+
 // evalShaCmd returns the whole EVALSHA command line of script s with keys
 // and args, to be built once and sent many times with Do: the hot path then
 // boxes no argument into an interface.

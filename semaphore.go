@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,7 +41,8 @@ type Semaphore struct {
 // returning ErrNilClient, ErrInvalidName, ErrInvalidSize, ErrInvalidExpire
 // (a semaphore's permits must expire: WithExpire(0) is refused),
 // ErrInvalidHashTag (a name with '}', or a prefix with a brace) or an
-// option's error, all matching ErrInvalidArgument.
+// option's error, all matching ErrInvalidArgument. Without WithExpire a
+// permit lasts DefaultExpire.
 //
 // The options are the Lock's. WithHashTag does not apply (a semaphore's
 // keys are always hash-tagged) nor does WithTracking (a holder learns of a
@@ -50,36 +52,12 @@ type Semaphore struct {
 // that finds holders with another size fails with ErrSizeMismatch and
 // takes nothing.
 func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...Option) (*Semaphore, error) {
-	wrap := func(err error) error { return fmt.Errorf("semaphore %q: %w", name, err) }
-	if client == nil {
-		return nil, wrap(ErrNilClient)
-	}
-	if err := checkClient(client); err != nil {
-		return nil, wrap(err)
-	}
-	if name == "" {
-		return nil, wrap(ErrInvalidName)
-	}
 	if size < 1 {
-		return nil, wrap(ErrInvalidSize)
+		return nil, fmt.Errorf("semaphore %q: %w", name, ErrInvalidSize)
 	}
-	c := newConfig(opts)
-	if !c.expireGiven {
-		c.expire = DefaultSemaphoreExpire
-	}
-	if c.expire == 0 {
-		return nil, wrap(ErrInvalidExpire)
-	}
-	if err := c.validate(); err != nil {
-		return nil, wrap(err)
-	}
-	rt := readTimeout(client)
-	if err := c.ack.fits(rt); err != nil {
-		return nil, wrap(err)
-	}
-	ks := newKeyScheme(c.prefix, true)
-	if err := ks.checkName(name); err != nil {
-		return nil, wrap(err)
+	c, rt, ks, err := familyConfig(client, name, "semaphore", opts)
+	if err != nil {
+		return nil, err
 	}
 	keys, fence := ks.semKeys(name)
 	if !c.fencing {
@@ -89,12 +67,6 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	s.core.init(client, name, &semProtocol, c, rt, keys, fence, []any{strconv.Itoa(size)})
 	return s, nil
 }
-
-// DefaultSemaphoreExpire is how long a Semaphore's permit lasts unless
-// WithExpire says otherwise: a holder that dies frees its permit this long
-// after its acquire or last renewal. Without WithAutoRenewal a hold longer
-// than that is lost (Done).
-const DefaultSemaphoreExpire = 30 * time.Second
 
 // semProtocol is the Semaphore's (see lua/sem_*.lua).
 var semProtocol = protocol{
@@ -204,6 +176,14 @@ func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) erro
 		return err
 	}
 	return s.runHeld(ctx, h, fn)
+}
+
+// Locker returns a sync.Locker whose Lock and Unlock take and release a
+// permit, as Lock.Locker does for a Lock (goroutines of one Semaphore take
+// turns locally; no deadline; a panic on an Unlock of a permit that is
+// gone).
+func (s *Semaphore) Locker() sync.Locker {
+	return locker{c: &s.core, acquire: s.Acquire, release: s.Release, err: s.Err}
 }
 
 // Settle waits, as long as ctx allows, for the work this Semaphore still

@@ -89,6 +89,18 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 		}
 		fmt.Printf("release: %v\n", s.Release(ctx))
 		return 0, true
+	case "rwread": // RLock the RWMutex W_NAME (W_EXPIRE), say "held", then sleep until killed
+		expire, _ := time.ParseDuration(os.Getenv("W_EXPIRE"))
+		rw, err := redislock.NewRWMutex(c, name, redislock.WithExpire(expire))
+		if err != nil {
+			return fail(err)
+		}
+		if err := rw.RLock(ctx); err != nil {
+			return fail(err)
+		}
+		fmt.Println("held")
+		<-rw.Done()
+		return 0, true
 	}
 	return 0, false
 }

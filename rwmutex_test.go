@@ -1,0 +1,513 @@
+package redislock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// mustRWMutex is redislock.NewRWMutex that fails the test on error.
+func mustRWMutex(t testing.TB, c redis.UniversalClient, name string, opts ...redislock.Option) *redislock.RWMutex {
+	t.Helper()
+	rw, err := redislock.NewRWMutex(c, name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rw.Settle(ctx)
+	})
+	return rw
+}
+
+// Readers share, a writer excludes; one participant holds one hold at a
+// time; Info shows who holds and who waits; bad input is refused before
+// anything is written.
+func TestRWMutexBasics(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		r1, r2, w := mustRWMutex(t, c, "cfg"), mustRWMutex(t, c, "cfg"), mustRWMutex(t, c, "cfg")
+		if err := r1.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r2.TryRLock(ctx); err != nil {
+			t.Fatalf("a second reader: %v", err)
+		}
+		if err := w.TryLock(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryLock with readers in = %v; want ErrLocked", err)
+		}
+		if err := r1.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("TryLock by a participant that reads = %v; want ErrAlreadyAcquired", err)
+		}
+		info, err := w.Info(ctx)
+		if err != nil || info.Writer != "" || len(info.Readers) != 2 || info.WaitingWriters != 1 {
+			t.Fatalf("Info = %+v, %v; want two readers and the writer that tried registered as waiting", info, err)
+		}
+		// With a writer registered, a new reader waits.
+		r3 := mustRWMutex(t, c, "cfg")
+		if err := r3.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryRLock while a writer waits = %v; want ErrLocked", err)
+		}
+		for _, r := range []*redislock.RWMutex{r1, r2} {
+			if err := r.RUnlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r1.RUnlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("second RUnlock = %v; want ErrNotAcquired", err)
+		}
+		if err := w.TryLock(ctx); err != nil {
+			t.Fatalf("TryLock once the readers left: %v", err)
+		}
+		if err := r1.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryRLock under a writer = %v; want ErrLocked", err)
+		}
+		if err := w.RUnlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("RUnlock by the writer = %v; want ErrNotAcquired", err)
+		}
+		info, err = w.Info(ctx)
+		if err != nil || info.Writer != w.ID() || info.WriterTTL <= 0 || len(info.Readers) != 0 {
+			t.Fatalf("Info = %+v, %v; want the writer alone", info, err)
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Err(); !errors.Is(err, redislock.ErrReleased) {
+			t.Fatalf("Err after Unlock = %v", err)
+		}
+		// The participant may read now.
+		if err := w.TryRLock(ctx); err != nil {
+			t.Fatalf("TryRLock after Unlock: %v", err)
+		}
+		w.RUnlock(ctx)
+	})
+}
+
+func TestRWMutexBadInput(t *testing.T) {
+	b := miniBackend(t)
+	c := b.client()
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		rw     string
+		opts   []redislock.Option
+		want   error
+	}{
+		{"nil client", nil, "cfg", nil, redislock.ErrNilClient},
+		{"empty name", c, "", nil, redislock.ErrInvalidName},
+		{"no expire", c, "cfg", []redislock.Option{redislock.WithExpire(0)}, redislock.ErrInvalidExpire},
+		{"brace in name", c, "c}fg", nil, redislock.ErrInvalidHashTag},
+		{"bad margin", c, "cfg", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(time.Second)}, redislock.ErrInvalidSafetyMargin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw, err := redislock.NewRWMutex(tc.client, tc.rw, tc.opts...)
+			if rw != nil || !errors.Is(err, tc.want) || !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("NewRWMutex = %v, %v; want %v", rw, err, tc.want)
+			}
+		})
+	}
+	ctx := ctxT(t)
+	rw := mustRWMutex(t, c, "cfg")
+	if err := rw.Unlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Unlock never locked = %v", err)
+	}
+	if err := rw.RUnlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("RUnlock never locked = %v", err)
+	}
+	if err := rw.Extend(ctx, -time.Second); !errors.Is(err, redislock.ErrInvalidDuration) {
+		t.Fatalf("Extend(-1s) = %v", err)
+	}
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("%d keys written by bad calls; want none", n)
+	}
+}
+
+// rwProbe counts who is inside, in Redis: enter and leave return the
+// counts after the step, so a writer that finds anyone else inside, or a
+// reader that finds a writer, is caught by the test.
+type rwProbe struct {
+	c    *redis.Client
+	keys []string // {readers inside, writers inside}
+}
+
+var probeEnter = redis.NewScript(`
+local r = tonumber(redis.call('GET', KEYS[1]) or '0')
+local w = tonumber(redis.call('GET', KEYS[2]) or '0')
+if ARGV[1] == 'w' then w = redis.call('INCR', KEYS[2]) else r = redis.call('INCR', KEYS[1]) end
+return {r, w}`)
+
+func (p rwProbe) enter(ctx context.Context, writer bool) (readers, writers int64) {
+	who := "r"
+	if writer {
+		who = "w"
+	}
+	v, err := probeEnter.Run(ctx, p.c, p.keys, who).Int64Slice()
+	if err != nil {
+		panic(err)
+	}
+	return v[0], v[1]
+}
+
+func (p rwProbe) leave(ctx context.Context, writer bool) {
+	k := p.keys[0]
+	if writer {
+		k = p.keys[1]
+	}
+	p.c.Decr(ctx, k)
+}
+
+// Eight readers are inside together; readers and writers in a mixed load
+// of several seconds never meet a writer inside with anyone else, and
+// every participant gets its turns. In the broken variant the writers take
+// the mutex for reading, and the probe catches them inside together with
+// others.
+func TestRWMutexExcludes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		broken bool
+	}{{"rwmutex", false}, {"broken/writers read", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			probe := rwProbe{s.Client(), []string{"probe:r", "probe:w"}}
+
+			// Eight readers at once.
+			var readers []*redislock.RWMutex
+			for range 8 {
+				r := mustRWMutex(t, s.Client(), "cfg")
+				if err := r.RLock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				readers = append(readers, r)
+			}
+			most := int64(0)
+			for range readers {
+				n, _ := probe.enter(ctx, false)
+				most = max(most, n)
+			}
+			for _, r := range readers {
+				probe.leave(ctx, false)
+				if err := r.RUnlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if most != 8 {
+				t.Fatalf("%d readers inside together; want 8", most)
+			}
+
+			// A mixed load: 6 readers, 2 writers, each on a client of its own.
+			var (
+				wg         sync.WaitGroup
+				overlaps   atomic.Int64
+				reads      atomic.Int64
+				writes     atomic.Int64
+				mostInside atomic.Int64
+			)
+			stop := time.Now().Add(2 * time.Second)
+			for i := range 8 {
+				writer := i < 2
+				rw := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(10*time.Second))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(stop) {
+						var err error
+						if writer && !tc.broken {
+							err = rw.Lock(ctx)
+						} else {
+							err = rw.RLock(ctx)
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						r, w := probe.enter(ctx, writer)
+						if writer && (w > 1 || r > 0) || !writer && w > 0 {
+							overlaps.Add(1)
+						}
+						if !writer {
+							for m := mostInside.Load(); r > m && !mostInside.CompareAndSwap(m, r); m = mostInside.Load() {
+							}
+						}
+						time.Sleep(2 * time.Millisecond)
+						probe.leave(ctx, writer)
+						if writer && !tc.broken {
+							err = rw.Unlock(ctx)
+							writes.Add(1)
+						} else {
+							err = rw.RUnlock(ctx)
+							if writer {
+								writes.Add(1)
+							} else {
+								reads.Add(1)
+							}
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("mixed load: %d reads, %d writes, up to %d readers inside together, %d overlaps seen by the probe",
+				reads.Load(), writes.Load(), mostInside.Load(), overlaps.Load())
+			if reads.Load() == 0 || writes.Load() < 4 {
+				t.Fatalf("%d reads and %d writes: one side starved", reads.Load(), writes.Load())
+			}
+			if (overlaps.Load() > 0) != tc.broken {
+				t.Fatalf("%d overlaps of a writer with another; want some = %v", overlaps.Load(), tc.broken)
+			}
+		})
+	}
+}
+
+// A writer behind a continuous stream of overlapping readers (each holds
+// 200 ms, a new one starting every 50 ms) gets in within the longest read
+// hold plus a margin: once it waits, new readers wait behind it. Its
+// broken variant is the mutation rw-no-writer-preference.
+func TestRWMutexWriterNotStarved(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	const hold = 200 * time.Millisecond
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for i := range 4 {
+		rw := mustRWMutex(t, s.Client(), "cfg")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * hold / 4)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := rw.RLock(rctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				reads.Add(1)
+				time.Sleep(hold)
+				rw.RUnlock(ctx)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the stream runs
+	w := mustRWMutex(t, s.Client(), "cfg")
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err := w.Lock(wctx)
+	cancel()
+	took := time.Since(start)
+	close(stop)
+	if err == nil {
+		w.Unlock(ctx)
+	}
+	wg.Wait()
+	t.Logf("writer behind %d reads of %v: in after %v (%v)", reads.Load(), hold, took, err)
+	if err != nil || took > hold+300*time.Millisecond {
+		t.Fatalf("writer got in after %v (%v); want within the longest read hold (%v) + 300ms", took, err, hold)
+	}
+}
+
+// Readers waiting behind a writer get in before the next writer, even one
+// that was waiting before them: W1 holds, R1..R3 wait, W2 waits; W1's
+// release lets R1..R3 in together first, then W2. Its broken variant is
+// the mutation rw-release-wakes-writer-first.
+func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		w1 := mustRWMutex(t, b.client(), "cfg")
+		if err := w1.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		type entry struct {
+			who string
+			at  time.Time
+		}
+		var (
+			mu      sync.Mutex
+			entries []entry
+			wg      sync.WaitGroup
+		)
+		enter := func(who string, rw *redislock.RWMutex, write bool) {
+			defer wg.Done()
+			var err error
+			if write {
+				err = rw.Lock(ctx)
+			} else {
+				err = rw.RLock(ctx)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			entries = append(entries, entry{who, time.Now()})
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+			if write {
+				rw.Unlock(ctx)
+			} else {
+				rw.RUnlock(ctx)
+			}
+		}
+		w2 := mustRWMutex(t, b.client(), "cfg")
+		wg.Add(1)
+		go enter("W2", w2, true)
+		time.Sleep(50 * time.Millisecond) // W2 waits first
+		for i := range 3 {
+			wg.Add(1)
+			go enter(fmt.Sprintf("R%d", i+1), mustRWMutex(t, b.client(), "cfg"), false)
+		}
+		time.Sleep(100 * time.Millisecond) // the readers wait behind W2 and W1
+		if err := w1.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		order := make([]string, len(entries))
+		for i, e := range entries {
+			order[i] = e.who
+		}
+		t.Logf("order after W1's release: %v", order)
+		if len(order) != 4 || order[3] != "W2" {
+			t.Fatalf("order %v; want the three readers, then W2", order)
+		}
+		slices.SortFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
+		if spread := entries[2].at.Sub(entries[0].at); spread > 90*time.Millisecond {
+			t.Fatalf("the readers came in %v apart; want them inside together (each reads 100ms)", spread)
+		}
+	})
+}
+
+// A SIGKILLed reader holds a waiting writer up only until its own expire
+// (1 s): the writer is in within TTL + 300 ms. In the broken variant the
+// reader's hold lasts an hour, and the same check finds the writer still
+// waiting.
+func TestRWMutexReaderKilled(t *testing.T) {
+	const ttl = time.Second
+	for _, tc := range []struct {
+		name, expire string
+		wantFreed    bool
+	}{{"expiring", ttl.String(), true}, {"broken/read hold outlives its reader", "1h", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			live := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+			if err := live.RLock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cmd := worker(t, "rwread", "W_ADDR="+s.Addr, "W_NAME=cfg", "W_EXPIRE="+tc.expire)
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
+				t.Fatalf("reader process said %q, %v", line, err)
+			}
+			held := time.Now()
+			w := mustRWMutex(t, s.Client(), "cfg")
+			got := make(chan error, 1)
+			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
+			defer cancel()
+			go func() { got <- w.Lock(wctx) }()
+			waitBlocked(t, s.Client(), 1)
+			if err := live.RUnlock(ctx); err != nil { // the live reader leaves at once
+				t.Fatal(err)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			err := <-got
+			took := time.Since(held)
+			t.Logf("reader killed; writer returned after %v of the reader's %v: %v", took, ttl, err)
+			if freed := err == nil && took <= ttl+300*time.Millisecond; freed != tc.wantFreed {
+				t.Fatalf("writer's Lock() = %v after %v; want it within TTL + 300ms = %v", err, took, tc.wantFreed)
+			}
+			if err == nil {
+				w.Unlock(ctx)
+			}
+		})
+	}
+}
+
+// Each reader's hold has its own expiry and renewal: a reader with a short
+// expire neither shortens a long one's TTL nor is kept by it, and a
+// renewing reader with a 300 ms expire stays for a second.
+func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		long := mustRWMutex(t, c, "cfg", redislock.WithExpire(10*time.Second))
+		short := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond))
+		renewed := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		for _, r := range []*redislock.RWMutex{long, short, renewed} {
+			if err := r.RLock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second)
+		info, err := long.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range info.Readers {
+			ids = append(ids, r.ID)
+			if r.ID == long.ID() && r.TTL < 8*time.Second {
+				t.Fatalf("the long reader's TTL was cut to %v", r.TTL)
+			}
+		}
+		if !slices.Contains(ids, long.ID()) || !slices.Contains(ids, renewed.ID()) || slices.Contains(ids, short.ID()) {
+			t.Fatalf("readers after 1s: %v; want the long and the renewed one, not the short one", ids)
+		}
+		if err := short.Err(); !errors.Is(err, redislock.ErrLost) {
+			t.Fatalf("short reader's Err = %v; want ErrLost", err)
+		}
+		if err := renewed.Err(); err != nil {
+			t.Fatalf("renewed reader lost its hold: %v", err)
+		}
+	})
+}
+
+// Locker and RLocker are sync.Lockers; a participant's RLocker and Locker
+// take turns.
+func TestRWMutexLockers(t *testing.T) {
+	b := miniBackend(t)
+	rw := mustRWMutex(t, b.client(), "cfg")
+	var l, rl sync.Locker = rw.Locker(), rw.RLocker()
+	rl.Lock()
+	done := make(chan struct{})
+	go func() { l.Lock(); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("Locker's Lock went in while the same participant's RLocker held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	rl.Unlock()
+	<-done
+	other := mustRWMutex(t, b.client(), "cfg")
+	if err := other.TryRLock(ctxT(t)); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("TryRLock while Locker holds = %v", err)
+	}
+	l.Unlock()
+}
