@@ -31,12 +31,16 @@ type Kind string
 const (
 	KindLock      Kind = "lock"
 	KindSemaphore Kind = "semaphore"
+	KindWriter    Kind = "writer" // an RWMutex held for writing
+	KindReader    Kind = "reader" // one reader of an RWMutex
 )
 
 // List returns every lock held under the key prefix (WithKeyPrefix; by
 // default "lock:") whose name matches the glob namePattern ("*" or "" for
-// all), and every holder of a semaphore of such a name (one LockInfo per
-// holder, Kind KindSemaphore), sorted by name, then kind, then owner. Like
+// all), every holder of a semaphore of such a name (one LockInfo per
+// holder, Kind KindSemaphore), and the writer and each reader of an
+// RWMutex of such a name (KindWriter, KindReader), sorted by name, then
+// kind, then owner. Like
 // ResetAll, it walks the keys with SCAN on every master and looks only at
 // string keys (locks) and sorted sets (semaphores' holders); only
 // WithKeyPrefix applies among the options. It changes nothing but dropping
@@ -82,6 +86,24 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 			for _, h := range holders {
 				infos[string(KindSemaphore)+"\x00"+name+"\x00"+h.ID] = LockInfo{
 					Name: name, Key: keys[0], Owner: h.ID, TTL: h.TTL, Kind: KindSemaphore, Size: size}
+			}
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err == nil {
+		err = eachRWMutex(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
+			keys, _ := ks.rwKeys(name)
+			rw, err := readRWInfo(ctx, client, keys)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			if rw.Writer != "" {
+				infos[string(KindWriter)+"\x00"+name] = LockInfo{Name: name, Key: keys[0], Owner: rw.Writer, TTL: rw.WriterTTL, Kind: KindWriter}
+			}
+			for _, h := range rw.Readers {
+				infos[string(KindReader)+"\x00"+name+"\x00"+h.ID] = LockInfo{Name: name, Key: keys[2], Owner: h.ID, TTL: h.TTL, Kind: KindReader}
 			}
 			mu.Unlock()
 			return nil

@@ -38,10 +38,11 @@ func (l *Lock) Reset(ctx context.Context) error {
 // value is an error matching ErrInvalidArgument, returned before any
 // command is sent.
 //
-// It also resets every semaphore under the prefix (see Semaphore.Reset).
+// It also resets every semaphore and RWMutex under the prefix (see
+// Semaphore.Reset and RWMutex.Reset).
 //
-// It returns how many lock keys it deleted and semaphore holders it
-// dropped. On a Redis error it stops and
+// It returns how many lock keys it deleted and semaphore and RWMutex holds
+// it dropped. On a Redis error it stops and
 // returns the count so far with the error. Locks taken while it runs may or
 // may not be reset, as SCAN guarantees.
 func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
@@ -76,6 +77,27 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 		err = eachSemaphore(ctx, client, ks, "*", func(ctx context.Context, name string) error {
 			keys, _ := ks.semKeys(name)
 			dropped, err := resetSemaphore(ctx, client, keys, signalExpireMS)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			total += dropped
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err == nil {
+		done := map[string]bool{} // a name found by both its keys is reset once
+		err = eachRWMutex(ctx, client, ks, "*", func(ctx context.Context, name string) error {
+			mu.Lock()
+			seen := done[name]
+			done[name] = true
+			mu.Unlock()
+			if seen {
+				return nil
+			}
+			keys, _ := ks.rwKeys(name)
+			dropped, err := resetRWMutex(ctx, client, keys, signalExpireMS)
 			if err != nil {
 				return err
 			}
@@ -135,6 +157,18 @@ func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme
 func eachSemaphore(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
 	fn func(ctx context.Context, name string) error) error {
 	return eachKey(ctx, client, ks.semScanPattern(namePattern), "zset", ks.semNameOf, fn)
+}
+
+// eachRWMutex is eachLockKey for the RWMutexes of scheme ks: it calls fn
+// with the name of every RWMutex that has a writer key or a readers key
+// (a name may come twice).
+func eachRWMutex(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+	fn func(ctx context.Context, name string) error) error {
+	tag := "{" + namePattern + "}"
+	if err := eachKey(ctx, client, escapeGlob(ks.rwPrefixes[0])+tag, "string", ks.rwNameOf, fn); err != nil {
+		return err
+	}
+	return eachKey(ctx, client, escapeGlob(ks.rwPrefixes[2])+tag, "zset", ks.rwReaderNameOf, fn)
 }
 
 // eachKey calls fn with nameOf of every key of type typ that matches the

@@ -511,3 +511,52 @@ func TestRWMutexLockers(t *testing.T) {
 	}
 	l.Unlock()
 }
+
+// Reset drops the writer and the readers; a renewing reader finds its hold
+// gone and is lost, never puts it back; List and ResetAll see the RWMutex.
+func TestRWMutexReset(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		c := b.client()
+		r := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		if err := r.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list, err := redislock.List(ctx, c, "*")
+		if err != nil || len(list) != 1 || list[0].Kind != redislock.KindReader || list[0].Owner != r.ID() {
+			t.Fatalf("List = %+v, %v; want the reader", list, err)
+		}
+		n, err := r.Reset(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("Reset = %d, %v; want 1", n, err)
+		}
+		select {
+		case <-r.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("the reset reader was not told")
+		}
+		if err := r.Err(); !errors.Is(err, redislock.ErrLost) {
+			t.Fatalf("reset reader's Err = %v; want ErrLost", err)
+		}
+		if err := r.Extend(ctx, time.Minute); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("reset reader's Extend = %v; want ErrNotAcquired (never recreated)", err)
+		}
+		if info, _ := r.Info(ctx); len(info.Readers) != 0 {
+			t.Fatalf("readers after the reset: %v", info.Readers)
+		}
+		w := mustRWMutex(t, c, "cfg")
+		if err := w.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list, err = redislock.List(ctx, c, "c*")
+		if err != nil || len(list) != 1 || list[0].Kind != redislock.KindWriter || list[0].Owner != w.ID() {
+			t.Fatalf("List = %+v, %v; want the writer", list, err)
+		}
+		if n, err := redislock.ResetAll(ctx, c); err != nil || n != 1 {
+			t.Fatalf("ResetAll = %d, %v; want 1", n, err)
+		}
+		if err := w.Unlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+			t.Fatalf("Unlock after ResetAll = %v; want ErrNotAcquired", err)
+		}
+	})
+}
