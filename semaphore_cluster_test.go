@@ -13,7 +13,9 @@ import (
 
 // On a 3-master cluster: semaphores whose names spread over every master
 // work end to end (hold, wait, wake, fencing, List, ResetAll), and every
-// key of one name, the waiters' wake keys included, is in one slot. Its
+// key of one name is in one slot. (A waiter's wake key, which exists only
+// while an abandoned wait is woken, is its signal key with a suffix, in
+// the same slot by construction.) Its
 // broken variant is the mutation sem-key-untagged (.ci/mutations.txt): a
 // size key without the tag, which the cluster refuses in the scripts
 // (CROSSSLOT).
@@ -62,8 +64,8 @@ func TestSemaphoreCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBlocked(t, node, 1)
-		// Every key of the name, the waiter's wake key among them, now
-		// exists on that node: all in the holders key's slot.
+		// Every key of the name that exists now is on that node, in the
+		// holders key's slot.
 		slot := redistest.Slot(holders[0].Key())
 		keys := node.Keys(ctx, "*{"+name+"}*").Val()
 		if len(keys) < 3 {
@@ -93,5 +95,81 @@ func TestSemaphoreCluster(t *testing.T) {
 	n, err := redislock.ResetAll(ctx, cc)
 	if err != nil || n != 2*len(names) {
 		t.Fatalf("ResetAll on the cluster = %d, %v; want %d", n, err, 2*len(names))
+	}
+}
+
+// On a 3-master cluster: RWMutexes whose names spread over every master
+// work end to end (readers together, a writer waiting and woken by the
+// last reader out, readers woken by the writer's release), and every key
+// of one name is in one slot.
+func TestRWMutexCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	ctx := ctxT(t)
+	cc := cl.Client(t)
+	masters := map[string]bool{}
+	var names []string
+	for i := 0; len(masters) < 3; i++ {
+		name := fmt.Sprintf("cfg-%d", i)
+		m, err := cc.MasterForKey(ctx, "lock-rw:{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+		names = append(names, name)
+	}
+	for _, name := range names {
+		r1 := mustRWMutex(t, cc, name, redislock.WithFencing())
+		r2 := mustRWMutex(t, cl.Client(t), name, redislock.WithFencing())
+		for _, r := range []*redislock.RWMutex{r1, r2} {
+			if err := r.RLock(ctx); err != nil {
+				t.Fatalf("RLock(%s) on the cluster: %v", name, err)
+			}
+		}
+		w := mustRWMutex(t, cl.Client(t), name, redislock.WithFencing())
+		got := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		go func() { got <- w.Lock(wctx) }()
+		node, err := cc.MasterForKey(ctx, w.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitBlocked(t, node, 1)
+		r3 := mustRWMutex(t, cl.Client(t), name)
+		r3got := make(chan error, 1)
+		go func() { r3got <- r3.RLock(wctx) }() // behind the waiting writer
+		waitBlocked(t, node, 2)
+		slot := redistest.Slot(w.Key())
+		keys := node.Keys(ctx, "*{"+name+"}*").Val()
+		if len(keys) < 4 {
+			t.Fatalf("keys of %s on its master: %v; want readers, waiting writers and readers, fence", name, keys)
+		}
+		for _, k := range keys {
+			if redistest.Slot(k) != slot {
+				t.Fatalf("key %s is in slot %d, the writer key in %d", k, redistest.Slot(k), slot)
+			}
+		}
+		for _, r := range []*redislock.RWMutex{r1, r2} {
+			if err := r.RUnlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("writer of %s on the cluster: %v", name, err)
+		}
+		if w.Token() <= r2.Token() {
+			t.Fatalf("writer's token %d not above the readers' %d", w.Token(), r2.Token())
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = <-r3got
+		cancel()
+		if err != nil {
+			t.Fatalf("reader behind the writer on the cluster: %v", err)
+		}
+		r3.RUnlock(ctx)
 	}
 }

@@ -70,6 +70,14 @@ Exit codes:
   2            bad flags or arguments (nothing was sent to Redis)
   126, 127     COMMAND could not be run, or was not found
 
+With --shared, NAME is a reader/writer lock instead (flock(1)'s
+--shared): COMMAND runs while this process holds it for reading, beside
+any number of other --shared holders; --exclusive holds it for writing,
+alone. Once an --exclusive waits, new --shared ones wait behind it. A plain
+"run NAME" is the Lock (python-redis-lock's lock:NAME), which does not
+exclude --shared holders: use --exclusive for the writer of a name that
+has readers.
+
 With --semaphore N, NAME is a semaphore of N permits instead of a lock:
 COMMAND runs while this process holds one of them, so that at most N
 COMMANDs run at once across every host; everything above applies to the
@@ -81,11 +89,28 @@ Examples:
   17 3 * * *  redislock run --no-wait nightly -- /usr/local/bin/nightly-job
   # wait up to ten minutes for the lock, give the job an hour at most
   redislock run --wait 10m --max-hold 1h reindex -- ./reindex.sh --full
+  # many readers of the config at once; the migration alone
+  redislock run --shared config -- ./serve-report.sh
+  redislock run --exclusive config -- ./migrate-config.sh
   # at most 4 thumbnailers at once across the fleet
   redislock run --semaphore 4 thumbnails -- ./thumbnail.sh
 `
 
-// holdable is what run holds: a Lock, or a Semaphore's permit.
+// rwReader and rwWriter are the sides of an RWMutex as run holds them.
+type (
+	rwReader struct{ *redislock.RWMutex }
+	rwWriter struct{ *redislock.RWMutex }
+)
+
+func (r rwReader) Acquire(ctx context.Context) error    { return r.RLock(ctx) }
+func (r rwReader) TryAcquire(ctx context.Context) error { return r.TryRLock(ctx) }
+func (r rwReader) Release(ctx context.Context) error    { return r.RUnlock(ctx) }
+func (w rwWriter) Acquire(ctx context.Context) error    { return w.Lock(ctx) }
+func (w rwWriter) TryAcquire(ctx context.Context) error { return w.TryLock(ctx) }
+func (w rwWriter) Release(ctx context.Context) error    { return w.Unlock(ctx) }
+
+// holdable is what run holds: a Lock, a Semaphore's permit, or a side of
+// an RWMutex.
 type holdable interface {
 	Acquire(ctx context.Context) error
 	TryAcquire(ctx context.Context) error
@@ -105,7 +130,9 @@ type runFlags struct {
 	busyCode   int
 	killAfter  time.Duration
 	relTimeout time.Duration
-	semaphore  int // a semaphore's size; 0: a lock
+	semaphore  int  // a semaphore's size; 0: a lock
+	shared     bool // an RWMutex held for reading
+	exclusive  bool // an RWMutex held for writing
 }
 
 // validate checks the flags in the command line's terms, before anything
@@ -130,6 +157,10 @@ func (f *runFlags) validate(idGiven bool) error {
 		return errors.New("--release-timeout must be more than 0")
 	case f.semaphore < 0:
 		return errors.New("--semaphore must be at least 1 (or 0: a lock)")
+	case f.shared && f.exclusive:
+		return errors.New("--shared and --exclusive exclude each other")
+	case (f.shared || f.exclusive) && f.semaphore != 0:
+		return errors.New("--semaphore excludes --shared and --exclusive")
 	}
 	return nil
 }
@@ -156,6 +187,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
 	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long the final release may take")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "NAME is a semaphore of this many permits: hold one of them (0: NAME is a lock)")
+	fs.BoolVar(&f.shared, "shared", false, "NAME is a reader/writer lock: hold it for reading, beside other --shared holders")
+	fs.BoolVar(&f.exclusive, "exclusive", false, "NAME is a reader/writer lock: hold it for writing, alone")
 	pos, command, dashdash, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -192,7 +225,30 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		lock holdable
 		busy func(ctx context.Context) string // why it is busy, for the message
 	)
-	if f.semaphore > 0 {
+	switch {
+	case f.shared || f.exclusive:
+		rw, err := redislock.NewRWMutex(client, name, opts...)
+		if err != nil {
+			return fail(stderr, "run", exitUsage, err)
+		}
+		side := "for writing"
+		lock = rwWriter{rw}
+		if f.shared {
+			side, lock = "for reading", rwReader{rw}
+		}
+		busy = func(ctx context.Context) string {
+			info, err := rw.Info(ctx)
+			switch {
+			case err != nil:
+				return fmt.Sprintf("reader/writer lock %q is busy %s", name, side)
+			case info.Writer != "":
+				return fmt.Sprintf("reader/writer lock %q is busy %s (a writer holds it: %q)", name, side, info.Writer)
+			case f.shared && info.WaitingWriters > 0:
+				return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it, and a writer waits)", name, side, len(info.Readers))
+			}
+			return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it)", name, side, len(info.Readers))
+		}
+	case f.semaphore > 0:
 		sem, err := redislock.NewSemaphore(client, name, f.semaphore, opts...)
 		if err != nil {
 			return fail(stderr, "run", exitUsage, err)
@@ -200,7 +256,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		lock, busy = sem, func(context.Context) string {
 			return fmt.Sprintf("semaphore %q is busy (all %d permits held)", name, f.semaphore)
 		}
-	} else {
+	default:
 		l, err := redislock.New(client, name, opts...)
 		if err != nil {
 			return fail(stderr, "run", exitUsage, err)
@@ -266,8 +322,13 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "run", exitLost, fmt.Errorf("%v while COMMAND ran; COMMAND was terminated", lostErr))
 	case errors.Is(relErr, redislock.ErrNotAcquired):
 		what := "lock"
-		if f.semaphore > 0 {
+		switch {
+		case f.semaphore > 0:
 			what = "semaphore permit of"
+		case f.shared:
+			what = "read hold of"
+		case f.exclusive:
+			what = "write hold of"
 		}
 		return fail(stderr, "run", exitLost, fmt.Errorf("%s %q was lost before COMMAND finished", what, name))
 	case relErr != nil:

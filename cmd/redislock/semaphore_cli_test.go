@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,6 +150,121 @@ func TestRunSemaphoreBusyAndStatus(t *testing.T) {
 	}
 	text, _ := cliCmd(t, "status", "--redis", url, "pool").Output()
 	if !strings.Contains(string(text), "semaphore of 2, 2 held") {
+		t.Fatalf("status = %q", text)
+	}
+}
+
+// run --shared and --exclusive: four shared commands and two exclusive
+// ones started together; the shared ones overlap, an exclusive one never
+// overlaps anything. In the broken variant the writers use a plain "run
+// NAME" (the Lock, which --shared holders do not see), and overlap them.
+func TestRunSharedExclusive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writer []string
+		broken bool
+	}{{"--exclusive", []string{"--exclusive"}, false}, {"broken/plain run as the writer", nil, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			url := "redis://" + s.Addr + "/0"
+			dir := t.TempDir()
+			script := `echo "start $(date +%s%N)" >> "$0"; sleep 0.3; echo "end $(date +%s%N)" >> "$0"`
+			var wg sync.WaitGroup
+			for i := range 6 {
+				writer := i%3 == 0
+				args := []string{"run", "--shared"}
+				log := filepath.Join(dir, "r"+strconv.Itoa(i))
+				if writer {
+					args = append([]string{"run"}, tc.writer...)
+					log = filepath.Join(dir, "w"+strconv.Itoa(i))
+				}
+				args = append(args, "--redis", url, "config", "--", "sh", "-c", script, log)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if code, errOut := exitOf(t, cliCmd(t, args...)); code != 0 {
+						t.Errorf("run exit %d: %s", code, errOut)
+					}
+				}()
+			}
+			wg.Wait()
+			type interval struct {
+				writer     bool
+				start, end int64
+			}
+			var ivs []interval
+			var readers string
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var iv interval
+				if _, err := fmt.Sscanf(string(b), "start %d\nend %d\n", &iv.start, &iv.end); err != nil {
+					t.Fatalf("log %s: %q: %v", e.Name(), b, err)
+				}
+				iv.writer = strings.HasPrefix(e.Name(), "w")
+				if !iv.writer {
+					readers += string(b)
+				}
+				ivs = append(ivs, iv)
+			}
+			n := len(ivs)
+			writerOverlaps := false
+			for a := range ivs {
+				for b := range ivs {
+					if a != b && ivs[a].writer && ivs[a].start < ivs[b].end && ivs[b].start < ivs[a].end {
+						writerOverlaps = true
+					}
+				}
+			}
+			mostReaders, _ := mostAtOnce(t, readers)
+			t.Logf("%d commands; at most %d readers together; a writer overlapped another: %v", n, mostReaders, writerOverlaps)
+			if n != 6 {
+				t.Fatalf("%d commands ran, want 6", n)
+			}
+			if writerOverlaps != tc.broken {
+				t.Fatalf("a writer overlapped another command = %v; want %v", writerOverlaps, tc.broken)
+			}
+			if !tc.broken && mostReaders < 2 {
+				t.Fatalf("at most %d --shared commands ran together; want them to share", mostReaders)
+			}
+		})
+	}
+}
+
+// status and list show a reader/writer lock's readers, then its writer.
+func TestStatusShowsRWMutex(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	url := "redis://" + s.Addr + "/0"
+	r, err := redislock.NewRWMutex(s.Client(), "config", redislock.WithID("reader-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cliCmd(t, "status", "--json", "--redis", url, "config").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st lockStatus
+	if err := json.Unmarshal(out, &st); err != nil || len(st.RWMutexHolders) != 1 || st.RWMutexHolders[0].Kind != "reader" || st.RWMutexHolders[0].Owner != "reader-1" {
+		t.Fatalf("status --json = %s, %v; want the reader", out, err)
+	}
+	r.RUnlock(ctx)
+	w, _ := redislock.NewRWMutex(s.Client(), "config", redislock.WithID("writer-1"))
+	if err := w.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := cliCmd(t, "list", "--redis", url).Output()
+	if !strings.Contains(string(text), "writer") || !strings.Contains(string(text), `"writer-1"`) {
+		t.Fatalf("list = %q; want the writer", text)
+	}
+	text, _ = cliCmd(t, "status", "--redis", url, "config").Output()
+	if !strings.Contains(string(text), "reader/writer lock") || !strings.Contains(string(text), `writer held by "writer-1"`) {
 		t.Fatalf("status = %q", text)
 	}
 }

@@ -16,7 +16,9 @@ const statusHelp = `Usage: redislock status [flags] NAME
 
 Prints whether the lock NAME is held, by which owner id, and how long its
 key has left to live; then, if the semaphore NAME (redislock run
---semaphore) has holders, its size and each holder with its time left. Exit code 0 whether it is held or free; 1 when Redis
+--semaphore) has holders, its size and each holder with its time left;
+then, if the reader/writer lock NAME (run --shared, --exclusive) is held,
+its writer or readers, and how many wait. Exit code 0 whether it is held or free; 1 when Redis
 cannot be reached; 2 for bad arguments.
 
 The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
@@ -26,7 +28,9 @@ With --json it prints one object:
   {"name":"nightly","key":"lock:nightly","held":true,"owner":"...","ttl_ms":12345}
 where ttl_ms is -1 for a lock without expire, and owner and ttl_ms are left
 out when the lock is free. A semaphore's holders are in "semaphore_holders",
-objects of the same form with "kind":"semaphore" and "size". An owner id of the library's default form
+objects of the same form with "kind":"semaphore" and "size"; a
+reader/writer lock's in "rwmutex_holders", with "kind" "writer" or
+"reader". An owner id of the library's default form
 (HOST:PID:UUID) also gives "host" and "pid", and the text names them:
   nightly: held by "web-3:4242:..." (pid 4242 on web-3), expires in 12.3s Ids are stored byte for byte, and JSON strings
 cannot hold bytes that are not UTF-8: for an owner, name or key that is
@@ -39,8 +43,9 @@ are escaped as JSON does (\u0001), and kept exactly.
 const listHelp = `Usage: redislock list [flags] [PATTERN]
 
 Prints every held lock under the prefix whose name matches the glob PATTERN
-(default: all), and every holder of a semaphore of such a name (KIND
-semaphore/N, one line per holder), with its owner id (Go-quoted, as status
+(default: all), every holder of a semaphore of such a name (KIND
+semaphore/N, one line per holder), and the writer or each reader of a
+reader/writer lock (KIND writer, reader), with its owner id (Go-quoted, as status
 prints it) and remaining time to live. It walks the keys with SCAN (never KEYS), on every
 master of a cluster, and changes nothing. With --json it prints an array of
 the objects status --json prints (see "redislock status --help", also for
@@ -66,6 +71,11 @@ type lockStatus struct {
 	// SemaphoreHolders, in status, are the holders of the semaphore of the
 	// same name, if any (see "redislock run --semaphore").
 	SemaphoreHolders []lockStatus `json:"semaphore_holders,omitempty"`
+
+	// RWMutexHolders, in status, are the writer or the readers of the
+	// reader/writer lock of the same name, if any (see "redislock run
+	// --shared"), with "kind" "writer" or "reader".
+	RWMutexHolders []lockStatus `json:"rwmutex_holders,omitempty"`
 }
 
 // freeStatus is the status of the free lock name, whose key is key.
@@ -150,6 +160,28 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			text += fmt.Sprintf("\n%s: semaphore of %d, %d held:", shown(info.Name), size, len(holders))
 			for _, h := range st.SemaphoreHolders {
 				text += "\n  " + strings.TrimPrefix(h.String(), shown(info.Name)+": ")
+			}
+		}
+	}
+	if rw, err := redislock.NewRWMutex(client, pos[0], conn.lockOptions(stderr)...); err == nil {
+		info, err := rw.Info(ctx)
+		if err != nil {
+			return fail(stderr, "status", exitFail, err)
+		}
+		if info.Writer != "" {
+			hs := heldStatus(pos[0], rw.Key(), info.Writer, info.WriterTTL)
+			hs.Kind = string(redislock.KindWriter)
+			st.RWMutexHolders = append(st.RWMutexHolders, hs)
+		}
+		for _, h := range info.Readers {
+			hs := heldStatus(pos[0], rw.ReadersKey(), h.ID, h.TTL)
+			hs.Kind = string(redislock.KindReader)
+			st.RWMutexHolders = append(st.RWMutexHolders, hs)
+		}
+		if len(st.RWMutexHolders) > 0 {
+			text += fmt.Sprintf("\n%s: reader/writer lock, %d waiting writers, %d waiting readers:", shown(pos[0]), info.WaitingWriters, info.WaitingReaders)
+			for _, h := range st.RWMutexHolders {
+				text += "\n  " + h.Kind + " " + strings.TrimPrefix(h.String(), shown(pos[0])+": ")
 			}
 		}
 	}
