@@ -22,6 +22,17 @@
 //
 // Locker adapts a Lock to sync.Locker for code written against sync.Mutex.
 //
+// # The family
+//
+// Semaphore (at most N holders, each permit expiring on its own by the
+// Redis server's clock) and RWMutex (sync.RWMutex across processes, with
+// writer preference, each reader expiring and renewed on its own) run on
+// the Lock's machinery: the same waiting in BLPOP with the next try
+// pipelined behind it, local wait queue, holds with Done and Err, renewal,
+// giveback after a lost reply, fencing and replica acknowledgement. Their
+// keys are their own, hash-tagged with the name; python-redis-lock has
+// neither.
+//
 // # Holding and losing
 //
 // WithAutoRenewal keeps a held lock alive: a goroutine extends the key

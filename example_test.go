@@ -383,3 +383,90 @@ func ExampleTypedCache() {
 	fmt.Println(u.Name, res, err)
 	// Output: Ada computed <nil>
 }
+
+// At most two workers call the API at once: eight goroutines, each with a
+// Semaphore of its own (one per holder), share two permits.
+func ExampleSemaphore() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	var (
+		mu           sync.Mutex
+		inside, most int
+		wg           sync.WaitGroup
+	)
+	for range 8 {
+		sem, err := redislock.NewSemaphore(client, "payment-api", 2, redislock.WithExpire(10*time.Second))
+		if err != nil {
+			panic(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := sem.Do(ctx, func(ctx context.Context) error {
+				mu.Lock()
+				inside++
+				most = max(most, inside)
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond) // the call
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				panic(err)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("at most", most, "inside at once")
+	// Output: at most 2 inside at once
+}
+
+// A full semaphore: TryAcquire says so at once; Holders lists who holds.
+func ExampleSemaphore_TryAcquire() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	a, _ := redislock.NewSemaphore(client, "exports", 1, redislock.WithID("worker-a"))
+	b, _ := redislock.NewSemaphore(client, "exports", 1, redislock.WithID("worker-b"))
+	if err := a.TryAcquire(ctx); err != nil {
+		panic(err)
+	}
+	err := b.TryAcquire(ctx)
+	fmt.Println("busy:", errors.Is(err, redislock.ErrLocked))
+	holders, size, _ := b.Holders(ctx)
+	fmt.Println("size", size, "held by", holders[0].ID)
+	// Output:
+	// busy: true
+	// size 1 held by worker-a
+}
+
+// Many readers of a config at once, one writer migrating it.
+func ExampleRWMutex() {
+	client, closeAll := newExampleClient()
+	defer closeAll()
+	ctx := context.Background()
+
+	reader1, _ := redislock.NewRWMutex(client, "config")
+	reader2, _ := redislock.NewRWMutex(client, "config")
+	writer, _ := redislock.NewRWMutex(client, "config")
+
+	reader1.RLock(ctx)
+	reader2.RLock(ctx)
+	fmt.Println("writer while two read:", writer.TryLock(ctx) != nil)
+	reader1.RUnlock(ctx)
+	reader2.RUnlock(ctx)
+
+	if err := writer.Lock(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("reader while one writes:", reader1.TryRLock(ctx) != nil)
+	writer.Unlock(ctx)
+	// Output:
+	// writer while two read: true
+	// reader while one writes: true
+}

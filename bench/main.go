@@ -38,6 +38,7 @@ type config struct {
 	onlyCache     bool // run the cache-stampede workload alone, print it, write nothing
 	onlyUnc       bool // run the uncontended matrix alone, print it, write nothing
 	onlyScale     bool // run the scale workloads alone, print them, write nothing
+	onlyFamily    bool // run the family workload alone, log it, write nothing
 	held, waiters int  // the many-held workload's sizes
 	out           string
 	chart         string
@@ -52,6 +53,7 @@ func main() {
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations) and print it (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyFamily, "only-family", false, "run only the family workload (the Semaphore beside the Lock) and log it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyScale, "only-scale", false, "run only the scale workloads (many names; many held locks with waiters) and print them (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
 	flag.StringVar(&cfg.chart, "chart", "chart.svg", "SVG chart to write")
@@ -85,6 +87,10 @@ func run(cfg config) error {
 	log.Printf("redis-server %s on %s; %d repeats", srv.version, srv.addr, cfg.repeats)
 	if cfg.onlyCache {
 		_, err := runCache(ctx, srv.addr, cfg)
+		return err
+	}
+	if cfg.onlyFamily {
+		_, err := runFamily(ctx, srv.addr, cfg)
 		return err
 	}
 	if cfg.onlyScale {
@@ -169,6 +175,9 @@ func run(cfg config) error {
 	}
 	rep.mixed = mixedCases
 	if rep.cache, err = runCache(ctx, srv.addr, cfg); err != nil {
+		return err
+	}
+	if rep.family, err = runFamily(ctx, srv.addr, cfg); err != nil {
 		return err
 	}
 	rep.finished = time.Now()

@@ -21,6 +21,7 @@ type report struct {
 	renewals          []renewalCost  // the tracking workload: off, then on
 	mixed             []*mixedCase   // the mixed-fleet workload
 	cache             []*cacheResult // the cache-stampede workload
+	family            []*familyResult
 }
 
 func cpuModel() string {
@@ -109,6 +110,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "\n## 8. Scale: many names, many held locks, many waiters\n\n")
 		b.WriteString(scaleTables(r.scale, r.cfg))
 	}
+	r.familySection(&b)
 	fmt.Fprintf(&b, "\n![chart](chart.svg)\n")
 	return b.String()
 }

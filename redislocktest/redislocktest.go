@@ -3,7 +3,8 @@
 // outage. It gives a Redis for one test, in-process (NewMini, miniredis)
 // or a real redis-server on a free loopback port (NewReal), and acts on
 // the locks of that server as an operator or an outage would: ForceLoss,
-// Steal, FastForward, Outage.
+// Steal, FastForward, Outage; for a Semaphore ForceLossPermit and
+// StealPermit, for an RWMutex ForceLossRW.
 //
 // The locks under test are real redislock Locks talking to a real Redis
 // protocol: what the test shows is what production does, which a mock of

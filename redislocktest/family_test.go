@@ -1,0 +1,82 @@
+package redislocktest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/redislocktest"
+)
+
+// waitClosed fails t unless done closes within d.
+func waitClosed(t *testing.T, done <-chan struct{}, within time.Duration) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("the hold did not end within %v", within)
+	}
+}
+
+// A semaphore's permit: ForceLossPermit ends the hold with ErrExpired;
+// StealPermit gives it to a thief with a higher token, even when full.
+func TestForceLossAndStealPermit(t *testing.T) {
+	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
+		ctx := context.Background()
+		opts := []redislock.Option{redislock.WithExpire(testExpire), redislock.WithAutoRenewal(), redislock.WithFencing()}
+		sem, err := redislock.NewSemaphore(s.Client(), "pool", 1, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sem.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.ForceLossPermit(sem)
+		waitClosed(t, sem.Done(), 3*time.Second)
+		if err := sem.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
+			t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
+		}
+		if err := sem.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		thief := s.StealPermit(sem, opts...)
+		defer thief.Release(ctx)
+		waitClosed(t, sem.Done(), 3*time.Second)
+		if thief.Token() <= sem.Token() {
+			t.Fatalf("thief's token %d not above %d", thief.Token(), sem.Token())
+		}
+		if holders, _, _ := thief.Holders(ctx); len(holders) != 1 || holders[0].ID != thief.ID() {
+			t.Fatalf("holders %v; want the thief alone", holders)
+		}
+	})
+}
+
+// An RWMutex's read hold and write hold are each lost as asked.
+func TestForceLossRW(t *testing.T) {
+	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
+		ctx := context.Background()
+		rw, err := redislock.NewRWMutex(s.Client(), "cfg", redislock.WithExpire(testExpire), redislock.WithAutoRenewal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rw.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.ForceLossRW(rw, redislocktest.Expired)
+		waitClosed(t, rw.Done(), 3*time.Second)
+		if err := rw.Err(); !errors.Is(err, redislock.ErrLost) {
+			t.Fatalf("read hold's Err() = %v, want ErrLost", err)
+		}
+		if err := rw.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.ForceLossRW(rw, redislocktest.TakenOver)
+		waitClosed(t, rw.Done(), 3*time.Second)
+		if err := rw.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrTakenOver) {
+			t.Fatalf("write hold's Err() = %v, want ErrLost and ErrTakenOver", err)
+		}
+		s.Client().Del(ctx, rw.Key())
+	})
+}
