@@ -195,9 +195,11 @@ func (rw *RWMutex) take(ctx context.Context, c *core, blocking bool) (*hold, err
 		rw.last = c
 	} else if rw.busy == c {
 		c.mu.Lock()
-		held := c.state == stateHeld // an earlier hold of c that is still on
+		// Not when c holds (an earlier hold still on) or another call on
+		// c is under way (this one was refused with ErrAlreadyAcquired).
+		idle := c.state == stateIdle
 		c.mu.Unlock()
-		if !held {
+		if idle {
 			rw.busy = nil
 		}
 	}

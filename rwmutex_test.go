@@ -364,7 +364,7 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 			mu.Lock()
 			entries = append(entries, entry{who, time.Now()})
 			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
 			if write {
 				rw.Unlock(ctx)
 			} else {
@@ -393,8 +393,8 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 			t.Fatalf("order %v; want the three readers, then W2", order)
 		}
 		slices.SortFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
-		if spread := entries[2].at.Sub(entries[0].at); spread > 90*time.Millisecond {
-			t.Fatalf("the readers came in %v apart; want them inside together (each reads 100ms)", spread)
+		if spread := entries[2].at.Sub(entries[0].at); spread > 250*time.Millisecond {
+			t.Fatalf("the readers came in %v apart; want them inside together (each reads 300ms)", spread)
 		}
 	})
 }
@@ -559,4 +559,42 @@ func TestRWMutexReset(t *testing.T) {
 			t.Fatalf("Unlock after ResetAll = %v; want ErrNotAcquired", err)
 		}
 	})
+}
+
+// One participant, many goroutines: while one RLock of a value is under
+// way (waiting behind a writer), a second RLock of it is refused, and so
+// is a Lock of it, until the first is done.
+func TestRWMutexOneParticipant(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	w := mustRWMutex(t, b.client(), "cfg")
+	if err := w.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rw := mustRWMutex(t, b.client(), "cfg")
+	got := make(chan error, 1)
+	go func() { got <- rw.RLock(ctx) }() // waits behind the writer
+	time.Sleep(50 * time.Millisecond)
+	if err := rw.TryRLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+		t.Fatalf("a second RLock of one value = %v; want ErrAlreadyAcquired", err)
+	}
+	if err := rw.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+		t.Fatalf("Lock of a value whose RLock is under way = %v; want ErrAlreadyAcquired (the refused RLock must not drop the claim)", err)
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+		t.Fatalf("Lock of a value that reads = %v; want ErrAlreadyAcquired", err)
+	}
+	if err := rw.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.TryLock(ctx); err != nil {
+		t.Fatalf("Lock after RUnlock: %v", err)
+	}
+	rw.Unlock(ctx)
 }
