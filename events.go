@@ -54,13 +54,16 @@ func (e *events) logging(ctx context.Context, level slog.Level) bool {
 // logLock writes one event of lock in with the Python logger name and the
 // lock's attributes, then attrs.
 func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg string, in LockRef, attrs ...slog.Attr) {
-	all := make([]slog.Attr, 0, 4+len(attrs))
+	all := make([]slog.Attr, 0, 5+len(attrs))
 	all = append(all,
 		slog.String("logger", logger),
 		slog.String("lock", in.Name),
 		slog.String("key", in.Key))
 	if in.ID != "" {
 		all = append(all, slog.String("owner", in.ID))
+	}
+	if in.Kind != KindLock && in.Kind != "" {
+		all = append(all, slog.String("kind", string(in.Kind)))
 	}
 	all = append(all, attrs...)
 	e.log.LogAttrs(ctx, level, msg, all...)
@@ -70,12 +73,12 @@ func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
 // info returns the LockRef of l under id.
 func (l *core) info(id string) LockRef {
-	return LockRef{Name: l.name, Key: l.keys[0], ID: id}
+	return LockRef{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref}
 }
 
 // hold's own copy (a hold does not point back to its Lock).
 func (h *hold) info() LockRef {
-	return LockRef{Name: h.name, Key: h.lockKey[0], ID: h.id}
+	return LockRef{Name: h.name, Key: h.lockKey[0], ID: h.id, Kind: h.kind}
 }
 
 func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) context.Context {

@@ -21,6 +21,7 @@ type hold struct {
 	lockKey []string // KEYS of the extend script; the first is the key read by verify
 	extend  *redis.Script
 	reads   bool // the key holds the owner id: verify reads it
+	kind    Kind // for events
 	id      string
 	start   time.Time     // when its acquire was sent
 	ev      *events       // the Lock's observers and logger; nil: none
@@ -78,6 +79,7 @@ func newHold(l *core, sent time.Time, id string) *hold {
 		lockKey: l.extendKeys,
 		extend:  l.proto.extend,
 		reads:   l.proto.readsKey,
+		kind:    l.proto.ref,
 		id:      id,
 		start:   sent,
 		ev:      l.ev,

@@ -78,6 +78,7 @@ type LockRef struct {
 	Name string // the name given to New
 	Key  string // the lock key
 	ID   string // the owner id the call sent (see Lock.ID)
+	Kind Kind   // KindLock; KindSemaphore, KindWriter or KindReader for the siblings
 }
 
 // AcquireStartEvent starts an acquire.

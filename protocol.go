@@ -13,6 +13,7 @@ import "github.com/redis/go-redis/v9"
 // extend answers as lua/extend.lua does.
 type protocol struct {
 	kind     string // what errors call it: "lock", "semaphore"
+	ref      Kind   // what events call it (LockRef.Kind)
 	acquire  *redis.Script
 	release  *redis.Script
 	extend   *redis.Script
@@ -35,6 +36,7 @@ type protocol struct {
 // lockProtocol is the Lock's: python-redis-lock's keys and effects.
 var lockProtocol = protocol{
 	kind:       "lock",
+	ref:        KindLock,
 	acquire:    acquireScript,
 	release:    releaseScript,
 	extend:     extendScript,

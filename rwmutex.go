@@ -124,6 +124,7 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 var (
 	rwWriteProtocol = protocol{
 		kind:       "rwmutex",
+		ref:        KindWriter,
 		acquire:    rwWAcquireScript,
 		release:    rwWReleaseScript,
 		extend:     extendScript,
@@ -134,6 +135,7 @@ var (
 	}
 	rwReadProtocol = protocol{
 		kind:       "rwmutex",
+		ref:        KindReader,
 		acquire:    rwRAcquireScript,
 		release:    rwRReleaseScript,
 		extend:     semExtendScript,

@@ -71,6 +71,7 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 // semProtocol is the Semaphore's (see lua/sem_*.lua).
 var semProtocol = protocol{
 	kind:       "semaphore",
+	ref:        KindSemaphore,
 	acquire:    semAcquireScript,
 	release:    semReleaseScript,
 	extend:     semExtendScript,

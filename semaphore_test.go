@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -405,4 +406,60 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 			t.Fatalf("long holder: %v", err)
 		}
 	})
+}
+
+// The siblings' events say what they are: LockRef.Kind, and a "kind"
+// attribute on their log lines (a Lock's lines have none, as before).
+func TestFamilyEventsSayTheirKind(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedBuilder{b: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	obs := &kindObserver{}
+	sem := mustSemaphore(t, b.client(), "pool", 2, redislock.WithLogger(logger), redislock.WithObserver(obs))
+	if err := sem.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sem.Release(ctx)
+	rw := mustRWMutex(t, b.client(), "cfg", redislock.WithObserver(obs))
+	rw.RLock(ctx)
+	rw.RUnlock(ctx)
+	rw.Lock(ctx)
+	rw.Unlock(ctx)
+	mu.Lock()
+	text := buf.String()
+	mu.Unlock()
+	if !strings.Contains(text, "kind=semaphore") {
+		t.Fatalf("the semaphore's log lines have no kind:\n%s", text)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if got := strings.Join(obs.kinds, ","); got != "semaphore,reader,writer" {
+		t.Fatalf("AcquireStart kinds = %s", got)
+	}
+}
+
+type kindObserver struct {
+	redislock.NopObserver
+	mu    sync.Mutex
+	kinds []string
+}
+
+func (o *kindObserver) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
+	o.mu.Lock()
+	o.kinds = append(o.kinds, string(e.Kind))
+	o.mu.Unlock()
+	return ctx
+}
+
+type lockedBuilder struct {
+	b  *strings.Builder
+	mu *sync.Mutex
+}
+
+func (w *lockedBuilder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
