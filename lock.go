@@ -63,8 +63,10 @@ type core struct {
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
+	regID          string        // the registration a protocol.leave takes back ("": the owner id)
 	neverHeld      chan struct{} // closed; Done before the first acquire
 	cleanups       cleanups      // giveback scripts still running
+	abandons       cleanups      // abandoned waits still being finished (also in cleanups)
 	turn           chan struct{} // Locker's local mutex: one slot
 	ev             *events       // observers and logger; nil: none
 
@@ -202,6 +204,8 @@ type identity struct {
 	wokenCmd    []any
 	soloArgs    []any // ARGV of the try without the turn (KEYS soloKeys)
 	soloCmd     []any
+	onlyArgs    []any // ARGV of a try that will not wait, for a protocol that registers waiters
+	onlyCmd     []any
 }
 
 func (l *core) newIdentity(id string) *identity {
@@ -216,6 +220,10 @@ func (l *core) newIdentity(id string) *identity {
 	in.acquireCmd = evalShaCmd(s, l.acquireKeys, in.acquireArgs)
 	in.wokenCmd = evalShaCmd(s, l.acquireKeys, in.wokenArgs)
 	in.soloCmd = evalShaCmd(s, l.soloKeys, in.soloArgs)
+	if l.proto.registers {
+		in.onlyArgs = append([]any{id, l.expireMS, own, "3"}, l.acquireExtra...)
+		in.onlyCmd = evalShaCmd(s, l.acquireKeys, in.onlyArgs)
+	}
 	return in
 }
 

@@ -31,6 +31,25 @@ type protocol struct {
 	// must not touch the signal and turn keys (see lua/acquire.lua); nil:
 	// the main key alone.
 	solo func(keys []string) []string
+
+	// shared: several may hold at once (a semaphore's permits, an
+	// RWMutex's readers). A waiter that becomes the head of its local
+	// queue after the one before it acquired tries before it waits.
+	shared bool
+
+	// registers: a busy try registers its caller as waiting (an RWMutex's
+	// writers hold new readers back while they wait). A try that will not
+	// wait is then sent in mode "3", which registers nothing, and leave
+	// (KEYS the primitive's keys, ARGV {registration id, signal expire
+	// ms}) takes a registration back when its waiter stops waiting.
+	registers bool
+	leave     *redis.Script
+
+	// queueRegisters: the registration stands for the whole local queue
+	// (its token is the last extra ARGV of a try, see queueToken) and is
+	// taken back when that queue empties; otherwise it is the caller's
+	// own and is taken back when its acquire fails.
+	queueRegisters bool
 }
 
 // lockProtocol is the Lock's: python-redis-lock's keys and effects.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,10 +33,11 @@ type waitQueue struct {
 	qk queueKey
 
 	// mu guards the fields below.
-	mu      sync.Mutex
-	waiters []*ticket // waiters[0] is the head
-	dead    bool      // removed from the registry; join a new one
-	expires time.Time // when the holder's key expires, as last seen; zero: unknown
+	mu       sync.Mutex
+	waiters  []*ticket // waiters[0] is the head
+	dead     bool      // removed from the registry; join a new one
+	expires  time.Time // when the holder's key expires, as last seen; zero: unknown
+	acquired bool      // the last head to leave had acquired
 }
 
 // A ticket is one waiter's place in a queue.
@@ -75,9 +77,10 @@ func joinQueue(client redis.UniversalClient, key string) *ticket {
 }
 
 // leave takes t out of its queue. If t was the head, the next waiter
-// becomes head; expires is what t last learned of the holder's expiry, for
-// it. An empty queue leaves the registry.
-func (t *ticket) leave(expires time.Time) {
+// becomes head; expires is what t last learned of the holder's expiry, and
+// acquired whether it acquired, for it. An empty queue leaves the registry;
+// leave reports whether t was the last in it.
+func (t *ticket) leave(expires time.Time, acquired bool) (emptied bool) {
 	q := t.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -87,7 +90,7 @@ func (t *ticket) leave(expires time.Time) {
 		}
 		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 		if i == 0 {
-			q.expires = expires
+			q.expires, q.acquired = expires, acquired
 			if len(q.waiters) > 0 {
 				close(q.waiters[0].turn)
 			}
@@ -98,6 +101,15 @@ func (t *ticket) leave(expires time.Time) {
 		q.dead = true
 		waitQueues.CompareAndDelete(q.qk, q)
 	}
+	return len(q.waiters) == 0
+}
+
+// afterAcquire reports whether the head that left before t became head
+// had acquired.
+func (t *ticket) afterAcquire() bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.q.acquired
 }
 
 // pttlHint returns what the previous head knew of the holder's remaining
@@ -109,4 +121,19 @@ func (t *ticket) pttlHint() int64 {
 		return 0
 	}
 	return max(time.Until(t.q.expires).Milliseconds(), 1)
+}
+
+// queueTokens holds, per (client, key), a token that stands for the local
+// queue's waiters in Redis (see protocol.queueRegisters).
+var queueTokens sync.Map // queueKey -> string
+
+// queueToken returns the token of the local queue of (client, key), the
+// same for the life of the process; a client whose type cannot be a map
+// key gets a fresh one (it gets a queue of its own for each waiter too).
+func queueToken(client redis.UniversalClient, key string) string {
+	if !reflect.TypeOf(client).Comparable() {
+		return uuid.NewString()
+	}
+	v, _ := queueTokens.LoadOrStore(queueKey{client: client, key: key}, uuid.NewString())
+	return v.(string)
 }

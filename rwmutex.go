@@ -77,7 +77,11 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	w, sw, r, q, sr, wr, a := keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
 	rw := &RWMutex{}
 	rw.w.init(client, name, &rwWriteProtocol, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
-	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, reg)
+	// A waiting reader registers by its local queue's token (see
+	// lua/rw_racquire.lua).
+	token := queueToken(client, r)
+	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, append(reg, token))
+	rw.r.regID = token
 	rw.r.turn = rw.w.turn // one participant: Locker and RLocker take turns together
 	return rw, nil
 }
@@ -132,16 +136,22 @@ var (
 		readsKey:   true,
 		extendKeys: func(keys []string) []string { return keys[:1:1] },
 		solo:       func(keys []string) []string { return keys }, // one slot
+		registers:  true,
+		leave:      rwWLeaveScript,
 	}
 	rwReadProtocol = protocol{
-		kind:       "rwmutex",
-		ref:        KindReader,
-		acquire:    rwRAcquireScript,
-		release:    rwRReleaseScript,
-		extend:     semExtendScript,
-		giveback:   rwRGivebackScript,
-		extendKeys: func(keys []string) []string { return []string{keys[0], keys[0]} },
-		solo:       func(keys []string) []string { return keys },
+		kind:           "rwmutex",
+		ref:            KindReader,
+		acquire:        rwRAcquireScript,
+		release:        rwRReleaseScript,
+		extend:         semExtendScript,
+		giveback:       rwRGivebackScript,
+		extendKeys:     func(keys []string) []string { return []string{keys[0], keys[0]} },
+		solo:           func(keys []string) []string { return keys },
+		shared:         true,
+		registers:      true,
+		leave:          rwRLeaveScript,
+		queueRegisters: true,
 	}
 )
 

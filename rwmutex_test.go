@@ -53,12 +53,31 @@ func TestRWMutexBasics(t *testing.T) {
 		if err := r1.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
 			t.Fatalf("TryLock by a participant that reads = %v; want ErrAlreadyAcquired", err)
 		}
+		// A TryLock that failed registers nothing: readers still come in.
 		info, err := w.Info(ctx)
-		if err != nil || info.Writer != "" || len(info.Readers) != 2 || info.WaitingWriters != 1 {
-			t.Fatalf("Info = %+v, %v; want two readers and the writer that tried registered as waiting", info, err)
+		if err != nil || info.Writer != "" || len(info.Readers) != 2 || info.WaitingWriters != 0 {
+			t.Fatalf("Info = %+v, %v; want two readers and no waiting writer", info, err)
 		}
-		// With a writer registered, a new reader waits.
 		r3 := mustRWMutex(t, c, "cfg")
+		if err := r3.TryRLock(ctx); err != nil {
+			t.Fatalf("TryRLock after a failed TryLock: %v", err)
+		}
+		if err := r3.RUnlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A Lock that waits makes new readers wait.
+		wdone := make(chan error, 1)
+		go func() { wdone <- w.Lock(ctx) }()
+		for deadline := time.Now().Add(3 * time.Second); ; {
+			info, err = w.Info(ctx)
+			if err == nil && info.WaitingWriters == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Info = %+v, %v; want the blocked writer registered", info, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		if err := r3.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
 			t.Fatalf("TryRLock while a writer waits = %v; want ErrLocked", err)
 		}
@@ -70,8 +89,8 @@ func TestRWMutexBasics(t *testing.T) {
 		if err := r1.RUnlock(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("second RUnlock = %v; want ErrNotAcquired", err)
 		}
-		if err := w.TryLock(ctx); err != nil {
-			t.Fatalf("TryLock once the readers left: %v", err)
+		if err := <-wdone; err != nil {
+			t.Fatalf("the writer once the readers left: %v", err)
 		}
 		if err := r1.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
 			t.Fatalf("TryRLock under a writer = %v; want ErrLocked", err)

@@ -100,6 +100,14 @@ var (
 	rwRGivebackLua    string
 	rwRGivebackScript = redis.NewScript(semLib + rwLib + rwRGivebackLua)
 
+	//go:embed lua/rw_wleave.lua
+	rwWLeaveLua    string
+	rwWLeaveScript = redis.NewScript(semLib + rwLib + rwWLeaveLua)
+
+	//go:embed lua/rw_rleave.lua
+	rwRLeaveLua    string
+	rwRLeaveScript = redis.NewScript(semLib + rwLib + rwRLeaveLua)
+
 	//go:embed lua/rw_reset.lua
 	rwResetLua    string
 	rwResetScript = redis.NewScript(semLib + rwLib + rwResetLua)

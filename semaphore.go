@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -64,7 +65,8 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 		fence = ""
 	}
 	s := &Semaphore{size: size}
-	s.core.init(client, name, &semProtocol, c, rt, keys, fence, []any{strconv.Itoa(size)})
+	s.core.init(client, name, &semProtocol, c, rt, keys, fence,
+		[]any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)})
 	return s, nil
 }
 
@@ -78,6 +80,7 @@ var semProtocol = protocol{
 	giveback:   semGivebackScript,
 	extendKeys: func(keys []string) []string { return []string{keys[0], keys[2]} },
 	solo:       func(keys []string) []string { return keys[:3:3] }, // one slot: no need to leave keys out
+	shared:     true,
 }
 
 // Name returns the semaphore's name, as given to NewSemaphore.
@@ -109,6 +112,15 @@ func (s *Semaphore) Key() string { return s.keys[0] }
 // WithAutoRenewal the permit is renewed until Release or loss.
 func (s *Semaphore) Acquire(ctx context.Context) error {
 	_, err := s.run(ctx, true)
+	return s.sized(err)
+}
+
+// sized adds this Semaphore's size to an ErrSizeMismatch, which names the
+// size the holders use.
+func (s *Semaphore) sized(err error) error {
+	if errors.Is(err, ErrSizeMismatch) {
+		return fmt.Errorf("%w (this Semaphore's size is %d)", err, s.size)
+	}
 	return err
 }
 
@@ -117,7 +129,7 @@ func (s *Semaphore) Acquire(ctx context.Context) error {
 // Acquire's.
 func (s *Semaphore) TryAcquire(ctx context.Context) error {
 	_, err := s.run(ctx, false)
-	return err
+	return s.sized(err)
 }
 
 // Release gives back this Semaphore's permit and wakes one waiter for it
@@ -164,7 +176,7 @@ func (s *Semaphore) Token() int64 { return s.token() }
 func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	h, err := s.run(ctx, true)
 	if err != nil {
-		return err
+		return s.sized(err)
 	}
 	return s.runHeld(ctx, h, fn)
 }
@@ -174,7 +186,7 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
 	h, err := s.run(ctx, false)
 	if err != nil {
-		return err
+		return s.sized(err)
 	}
 	return s.runHeld(ctx, h, fn)
 }

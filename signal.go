@@ -77,11 +77,17 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	sent = time.Now()
-	res, terr := l.try(ctx)
-	var t *ticket // our place in the local queue, once we wait
+	res, terr := l.try(ctx, blocking)
+	var t *ticket       // our place in the local queue, once we wait
+	registered := false // a busy try registered us as waiting (protocol.leave)
 	defer func() {
+		acquired := terr == nil && res.status == statusAcquired
+		emptied := false
 		if t != nil {
-			t.leave(l.expiresHint(res, terr, sent))
+			emptied = t.leave(l.expiresHint(res, terr, sent), acquired)
+		}
+		if l.proto.leave != nil && registered && (emptied || (!acquired && !l.proto.queueRegisters)) {
+			l.leave() // stop waiting in Redis, where others wait behind us
 		}
 	}()
 	popped := false         // the last BLPOP took a wake-up signal
@@ -102,6 +108,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		if !blocking {
 			return sent, acquireResult{}, l.wrap(ErrLocked)
 		}
+		registered = true
 		if t == nil && l.ev.logging(ctx, slog.LevelInfo) {
 			// Who holds it: one GET, only when this is logged.
 			var holder string
@@ -119,6 +126,14 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			}
 			if hint := t.pttlHint(); hint > 0 {
 				res.pttl = hint
+			}
+			if l.proto.shared && t.afterAcquire() && ctx.Err() == nil {
+				// Several may hold at once: the waiter before us taking
+				// its share says nothing of ours. Try before waiting.
+				sent = time.Now()
+				res, terr = l.try(ctx, true)
+				popped = false
+				continue
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -173,11 +188,17 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 	return time.Time{}
 }
 
-// try runs the acquire script once.
-func (l *core) try(ctx context.Context) (acquireResult, error) {
+// try runs the acquire script once. A try that would not wait (blocking
+// false) is sent, for a protocol whose busy tries register the caller as
+// waiting, in the mode that does not register.
+func (l *core) try(ctx context.Context, blocking bool) (acquireResult, error) {
 	in := l.ident.Load()
+	acquireCmd, acquireArgs := in.acquireCmd, in.acquireArgs
+	if !blocking && in.onlyCmd != nil {
+		acquireCmd, acquireArgs = in.onlyCmd, in.onlyArgs
+	}
 	if !l.ack.on() {
-		cmd := runPrepared(ctx, l.client, in.acquireCmd, l.proto.acquire, l.acquireKeys, in.acquireArgs)
+		cmd := runPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
 		if isTopology(cmd.Err()) {
 			// The slot migrates: a script on several keys, some of them
 			// missing, is answered TRYAGAIN until it ends. Without the
@@ -192,7 +213,7 @@ func (l *core) try(ctx context.Context) (acquireResult, error) {
 		res.id = in.id
 		return res, err
 	}
-	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, in.acquireArgs, l.soloKeys, in.soloArgs)
+	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, acquireArgs, l.soloKeys, in.soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
 }
 
@@ -263,6 +284,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string) wai
 	case <-ctx.Done():
 	}
 	l.cleanups.add()
+	l.abandons.add()
 	go l.abandonWait(context.WithoutCancel(ctx), wake, ch)
 	return waitResult{err: ctx.Err()}
 }
@@ -282,6 +304,7 @@ type waitResult struct {
 // undoes it, then removes the wake element if the BLPOP never took it.
 func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResult) {
 	defer l.cleanups.done()
+	defer l.abandons.done()
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	var r waitResult
@@ -387,14 +410,14 @@ func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		// in a failover) and closed the connection: the try behind it was
 		// never run. Find the new master and try again.
 		refreshSlots(ctx, l.client)
-		r.res, r.err = l.try(ctx)
+		r.res, r.err = l.try(ctx, true)
 	}
 	if isNoScript(r.err) || isTopology(r.err) {
 		// Redis's script cache was empty (a restart, SCRIPT FLUSH), or
 		// the slot is moving (MOVED, ASK, TRYAGAIN...: the try did not
 		// run): the BLPOP has run; try again on its own, with EVAL, which
 		// also reloads the script, following redirects.
-		r.res, r.err = l.try(ctx)
+		r.res, r.err = l.try(ctx, true)
 	}
 	if perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
@@ -440,6 +463,27 @@ func (l *core) giveBack(ctx context.Context) {
 	go func() {
 		defer l.cleanups.done()
 		l.giveBackNow(ctx)
+	}()
+}
+
+// leave takes back, in the background, this core's registration as a
+// waiter (see protocol.registers); the next Acquire or Release waits for
+// it. Errors are dropped: the registration lapses on its own, a slice and
+// a second after it was last renewed.
+func (l *core) leave() {
+	id := l.regID
+	if id == "" {
+		id = l.ownerID()
+	}
+	l.cleanups.add()
+	go func() {
+		defer l.cleanups.done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		// After an abandoned wait is finished: the try behind its BLPOP
+		// would register us again.
+		_ = l.abandons.wait(ctx)
+		_ = l.proto.leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
 	}()
 }
 

@@ -9,7 +9,10 @@
 -- registers its caller again), a signal list for writers and one for
 -- readers, and the admitted readers: the waiting readers as a writer
 -- released, moved there by its release; while any of them has not come
--- in (and at most the signal expire), no writer may.
+-- in (and at most the signal expire), no writer may. A waiting reader is
+-- registered by its local queue's token, which stands for every reader
+-- waiting in that queue (one process, one client: only its head waits in
+-- Redis), and is taken back when the queue empties (rw_rleave.lua).
 
 -- signal pushes n signals onto the list, after dropping what was there.
 local function signal(list, n, signalExpire)
@@ -41,6 +44,12 @@ local function handoff(k, signalExpire)
     signal(k.readerSignal, n, signalExpire)
     redis.call('RENAME', k.waitingReaders, k.admit)
     redis.call('PEXPIRE', k.admit, signalExpire)
+    prune(k.waitingWriters)
+    if redis.call('ZCARD', k.waitingWriters) > 0 then
+      -- A waiting writer tries again now, and then waits no longer than
+      -- the admitted readers may hold it back.
+      signal(k.writerSignal, 1, signalExpire)
+    end
   else
     signal(k.writerSignal, 1, signalExpire)
   end

@@ -14,8 +14,12 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  expire in milliseconds (> 0)
 -- ARGV[3]  "1" for the RWMutex's own random id
--- ARGV[4]  try mode (all act alike)
+-- ARGV[4]  try mode: "3" for a try that will not wait (TryRLock), which
+--          registers nothing; the others act alike
 -- ARGV[5]  how long a registration as a waiting reader lasts, in ms
+-- ARGV[6]  the registration: the token of the caller's local wait queue,
+--          which stands for every reader waiting in it (one process, one
+--          client); rw_rleave.lua takes it back when that queue empties
 --
 -- Returns {0, token} when held for reading; {1, ms} when busy; {2, ms}
 -- when our caller-given id reads already.
@@ -25,7 +29,9 @@ prune(k.readers)
 prune(k.waitingWriters)
 prune(k.waitingReaders)
 local function busy(ms)
-  register(k.waitingReaders, ARGV[1], ARGV[5])
+  if ARGV[4] ~= '3' then
+    register(k.waitingReaders, ARGV[6], ARGV[5])
+  end
   return {1, ms}
 end
 if redis.call('EXISTS', k.writer) == 1 then
@@ -35,7 +41,7 @@ local mine = redis.call('ZSCORE', k.readers, ARGV[1])
 if mine and ARGV[3] ~= '1' then
   return {2, tonumber(mine) - now}
 end
-local admitted = redis.call('ZSCORE', k.admit, ARGV[1])
+local admitted = redis.call('ZSCORE', k.admit, ARGV[6])
 if not mine and not admitted then
   local first = redis.call('ZRANGE', k.waitingWriters, 0, 0, 'WITHSCORES')
   if #first > 0 then
@@ -44,7 +50,4 @@ if not mine and not admitted then
 end
 redis.call('ZADD', k.readers, now + tonumber(ARGV[2]), ARGV[1])
 keep(k.readers, k.readers)
-redis.call('ZREM', k.waitingReaders, ARGV[1])
-keep(k.waitingReaders, k.waitingReaders)
-redis.call('ZREM', k.admit, ARGV[1]) -- the last one in deletes it
 return {0, token(KEYS[8])}

@@ -1,5 +1,6 @@
--- rw_reset: drop the writer and every reader, whoever holds, and hand
--- off as a writer's release does. sem_lib.lua and rw_lib.lua come first.
+-- rw_reset: drop the writer and every reader, whoever holds, forget who
+-- waits, and wake the waiters of both sides (they register again as they
+-- try). sem_lib.lua and rw_lib.lua come first.
 --
 -- KEYS     as rw_wacquire.lua's (no fence key)
 -- ARGV[1]  signal expire in milliseconds
@@ -9,7 +10,9 @@
 local k = {writer = KEYS[1], writerSignal = KEYS[2], readers = KEYS[3], waitingWriters = KEYS[4],
   readerSignal = KEYS[5], waitingReaders = KEYS[6], admit = KEYS[7]}
 prune(k.readers)
+prune(k.waitingReaders)
 local n = redis.call('DEL', k.writer) + redis.call('ZCARD', k.readers)
-redis.call('DEL', k.readers, k.admit)
-handoff(k, ARGV[1])
+signal(k.readerSignal, redis.call('ZCARD', k.waitingReaders), ARGV[1])
+signal(k.writerSignal, 1, ARGV[1])
+redis.call('DEL', k.readers, k.admit, k.waitingWriters, k.waitingReaders)
 return n

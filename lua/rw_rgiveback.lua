@@ -1,6 +1,7 @@
 -- rw_rgiveback: undo what a reader's acquire attempt may have done when
--- its reply was lost, and pass on a signal it popped; it also drops the
--- reader's registration. sem_lib.lua and rw_lib.lua come first.
+-- its reply was lost, and pass on a signal it popped (its queue's
+-- registration is taken back by rw_rleave.lua when the queue empties).
+-- sem_lib.lua and rw_lib.lua come first.
 --
 -- KEYS     as rw_racquire.lua's (no fence key)
 -- ARGV[1]  owner id
@@ -17,15 +18,10 @@ if ARGV[3] == '1' and redis.call('ZREM', k.readers, ARGV[1]) == 1 then
   result = 1
   lastReaderOut(k, ARGV[2])
 end
-redis.call('ZREM', k.waitingReaders, ARGV[1])
-keep(k.waitingReaders, k.waitingReaders)
-if redis.call('ZREM', k.admit, ARGV[1]) == 1 then
-  if redis.call('EXISTS', k.admit) == 0 then
-    lastReaderOut(k, ARGV[2]) -- the last admitted reader gave up: writers may go
-  else
-    redis.call('LPUSH', k.readerSignal, 1) -- for another admitted reader
-    redis.call('PEXPIRE', k.readerSignal, ARGV[2])
-  end
+if redis.call('EXISTS', k.admit) == 1 then
+  -- The signal this attempt may have popped: for another admitted reader.
+  redis.call('LPUSH', k.readerSignal, 1)
+  redis.call('PEXPIRE', k.readerSignal, ARGV[2])
   if result == 0 then
     result = 2
   end

@@ -13,7 +13,8 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  expire in milliseconds; "0": the writer key never expires
 -- ARGV[3]  "1" for the RWMutex's own random id (see acquire.lua)
--- ARGV[4]  try mode (no turns here: all act alike)
+-- ARGV[4]  try mode: "3" for a try that will not wait (TryLock), which
+--          registers nothing; the others ("1", "2", "0") act alike
 -- ARGV[5]  how long a registration as a waiting writer lasts, in ms
 --
 -- Returns {0, token} when held for writing; {1, ms} when busy, ms until
@@ -23,7 +24,9 @@ local k = {writer = KEYS[1], writerSignal = KEYS[2], readers = KEYS[3], waitingW
   readerSignal = KEYS[5], waitingReaders = KEYS[6], admit = KEYS[7]}
 prune(k.waitingWriters)
 local function busy(ms)
-  register(k.waitingWriters, ARGV[1], ARGV[5])
+  if ARGV[4] ~= '3' then
+    register(k.waitingWriters, ARGV[1], ARGV[5])
+  end
   return {1, ms}
 end
 local holder = redis.call('GET', k.writer)

@@ -13,6 +13,8 @@
 -- ARGV[4]  try mode ("1" not woken, "2" behind a BLPOP, "0" alone); the
 --          semaphore gives no turns, so all three act alike
 -- ARGV[5]  the size: how many may hold at once
+-- ARGV[6]  signal expire in milliseconds: holders that expired free their
+--          permits here, and their waiters are woken
 --
 -- Returns a two-element array {status, value}:
 --   {0, token} a permit is now ours; token is the fencing token, 0 without
@@ -24,19 +26,24 @@ local stored = redis.call('GET', KEYS[3])
 if stored and tonumber(stored) ~= size then
   return {3, tonumber(stored)}
 end
-prune(KEYS[1])
+local freed = prune(KEYS[1])
 local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if mine and ARGV[3] ~= '1' then
   return {2, tonumber(mine) - now}
 end
 if not mine and redis.call('ZCARD', KEYS[1]) >= size then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  keep(KEYS[1], KEYS[3])
   return {1, math.max(tonumber(first[2]) - now, 1)}
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('SET', KEYS[3], ARGV[5])
 keep(KEYS[1], KEYS[3])
 trim(KEYS[1], KEYS[2], size)
+if freed > 0 then
+  -- Expired holders freed more than the permit we took: wake their waiters.
+  wake(KEYS[1], KEYS[2], KEYS[3], freed, ARGV[6])
+end
 local fence = KEYS[4]
 if not fence then
   return {0, 0}

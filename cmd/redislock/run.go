@@ -84,6 +84,11 @@ COMMANDs run at once across every host; everything above applies to the
 permit (busy means all N are held). Every process that uses NAME must give
 the same N: another N while some hold is an error (exit 1).
 
+A semaphore's permit and a --shared read hold are not watched as a lock's
+key is: a permit or read hold deleted by someone else (a reset) is noticed
+at the next renewal, up to 2/3 of --expire later (20s with the default
+30s), not within milliseconds; --exclusive is watched as a lock is.
+
 Examples:
   # crontab: one host runs the nightly job, the others skip it
   17 3 * * *  redislock run --no-wait nightly -- /usr/local/bin/nightly-job
