@@ -31,3 +31,10 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 
 // TrackerPokes returns how many times trackers were poked so far.
 func TrackerPokes() int64 { return pokes.Load() }
+
+// WaitQueues returns how many local wait queues the process holds.
+func WaitQueues() int {
+	n := 0
+	waitQueues.Range(func(_, _ any) bool { n++; return true })
+	return n
+}

@@ -63,7 +63,6 @@ type core struct {
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
-	regID          string        // the registration a protocol.leave takes back ("": the owner id)
 	neverHeld      chan struct{} // closed; Done before the first acquire
 	cleanups       cleanups      // giveback scripts still running
 	abandons       cleanups      // abandoned waits still being finished (also in cleanups)

@@ -38,6 +38,11 @@ type waitQueue struct {
 	dead     bool      // removed from the registry; join a new one
 	expires  time.Time // when the holder's key expires, as last seen; zero: unknown
 	acquired bool      // the last head to leave had acquired
+	token    string    // see queueToken; "" until asked for
+
+	// abandons counts the waits of this queue's waiters that were
+	// abandoned and are still being finished (see core.abandonWait).
+	abandons cleanups
 }
 
 // A ticket is one waiter's place in a queue.
@@ -123,17 +128,23 @@ func (t *ticket) pttlHint() int64 {
 	return max(time.Until(t.q.expires).Milliseconds(), 1)
 }
 
-// queueTokens holds, per (client, key), a token that stands for the local
-// queue's waiters in Redis (see protocol.queueRegisters).
-var queueTokens sync.Map // queueKey -> string
-
-// queueToken returns the token of the local queue of (client, key), the
-// same for the life of the process; a client whose type cannot be a map
-// key gets a fresh one (it gets a queue of its own for each waiter too).
-func queueToken(client redis.UniversalClient, key string) string {
-	if !reflect.TypeOf(client).Comparable() {
-		return uuid.NewString()
+// queueToken returns a token that stands, in Redis, for the waiters of
+// this queue (see protocol.queueRegisters): made when first asked for, it
+// lives and dies with the queue, so that a registration taken back for an
+// old queue never removes a newer one's.
+func (q *waitQueue) queueToken() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.token == "" {
+		q.token = uuid.NewString()
 	}
-	v, _ := queueTokens.LoadOrStore(queueKey{client: client, key: key}, uuid.NewString())
-	return v.(string)
+	return q.token
+}
+
+// queue returns t's queue; nil for a nil t.
+func (t *ticket) queue() *waitQueue {
+	if t == nil {
+		return nil
+	}
+	return t.q
 }

@@ -77,11 +77,13 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	w, sw, r, q, sr, wr, a := keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
 	rw := &RWMutex{}
 	rw.w.init(client, name, &rwWriteProtocol, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
-	// A waiting reader registers by its local queue's token (see
-	// lua/rw_racquire.lua).
-	token := queueToken(client, r)
-	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, append(reg, token))
-	rw.r.regID = token
+	// A waiting reader registers by its local queue's token, the last
+	// ARGV of its tries (see core.prepared, lua/rw_racquire.lua).
+	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, reg)
+	// The third ARGV of their release and giveback, the Lock's turn, is
+	// how long the readers admitted at a writer's release hold writers
+	// back: as long as a waiting registration lasts.
+	rw.w.turnMS, rw.r.turnMS = reg[0].(string), reg[0].(string)
 	rw.r.turn = rw.w.turn // one participant: Locker and RLocker take turns together
 	return rw, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -76,18 +77,29 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 	if err := ctx.Err(); err != nil {
 		return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
+	var t *ticket // our place in the local queue, once we wait
+	if blocking && l.proto.queueRegisters {
+		// First: the try registers the queue's token.
+		t = joinQueue(l.client, l.keys[0])
+	}
+	queued := false // we waited for our turn in the queue
 	sent = time.Now()
-	res, terr := l.try(ctx, blocking)
-	var t *ticket       // our place in the local queue, once we wait
+	res, terr := l.try(ctx, blocking, t.queue())
 	registered := false // a busy try registered us as waiting (protocol.leave)
 	defer func() {
 		acquired := terr == nil && res.status == statusAcquired
+		// A try whose reply did not come may have registered us too.
+		maybe := registered || (blocking && terr != nil)
 		emptied := false
 		if t != nil {
 			emptied = t.leave(l.expiresHint(res, terr, sent), acquired)
 		}
-		if l.proto.leave != nil && registered && (emptied || (!acquired && !l.proto.queueRegisters)) {
-			l.leave() // stop waiting in Redis, where others wait behind us
+		switch {
+		case l.proto.leave == nil || !maybe:
+		case l.proto.queueRegisters && emptied:
+			l.leave(t.q) // the queue's registration, once nobody waits in it
+		case !l.proto.queueRegisters && !acquired:
+			l.leave(nil) // stop waiting in Redis, where others wait behind us
 		}
 	}()
 	popped := false         // the last BLPOP took a wake-up signal
@@ -117,9 +129,12 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			}
 			l.ev.waiting(ctx, l.info(l.ownerID()), holder, time.Duration(res.pttl)*time.Millisecond)
 		}
-		if t == nil {
+		if !queued {
 			// Wait our turn behind this process's other waiters.
-			t = joinQueue(l.client, l.keys[0])
+			queued = true
+			if t == nil {
+				t = joinQueue(l.client, l.keys[0])
+			}
 			select {
 			case <-t.turn:
 			case <-ctx.Done():
@@ -131,7 +146,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 				// Several may hold at once: the waiter before us taking
 				// its share says nothing of ours. Try before waiting.
 				sent = time.Now()
-				res, terr = l.try(ctx, true)
+				res, terr = l.try(ctx, true, t.q)
 				popped = false
 				continue
 			}
@@ -143,7 +158,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			wake = wakeKey(l.keys[1])
 		}
 		wsent := time.Now()
-		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake)
+		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake, t.q)
 		if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 			// Given up while waiting: abandonWait settles the attempt.
 			// res, from the try before, is what the next waiter learns.
@@ -190,13 +205,15 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 
 // try runs the acquire script once. A try that would not wait (blocking
 // false) is sent, for a protocol whose busy tries register the caller as
-// waiting, in the mode that does not register.
-func (l *core) try(ctx context.Context, blocking bool) (acquireResult, error) {
+// waiting, in the mode that does not register; q is the caller's local
+// queue, if any (see prepared).
+func (l *core) try(ctx context.Context, blocking bool, q *waitQueue) (acquireResult, error) {
 	in := l.ident.Load()
-	acquireCmd, acquireArgs := in.acquireCmd, in.acquireArgs
+	mode, solo := tryFirst, trySolo
 	if !blocking && in.onlyCmd != nil {
-		acquireCmd, acquireArgs = in.onlyCmd, in.onlyArgs
+		mode, solo = tryOnly, tryOnly // the solo keys are all the keys: it registers nothing either
 	}
+	acquireCmd, acquireArgs := l.prepared(in, mode, q)
 	if !l.ack.on() {
 		cmd := runPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
 		if isTopology(cmd.Err()) {
@@ -204,8 +221,9 @@ func (l *core) try(ctx context.Context, blocking bool) (acquireResult, error) {
 			// missing, is answered TRYAGAIN until it ends. Without the
 			// turn keys a plain acquire has one key, which the importing
 			// node serves (a fenced one has two, and is retried).
+			soloCmd, soloArgs := l.prepared(in, solo, q)
 			_ = retryTopology(ctx, l.client, func() error {
-				cmd = runPrepared(ctx, l.client, in.soloCmd, l.proto.acquire, l.soloKeys, in.soloArgs)
+				cmd = runPrepared(ctx, l.client, soloCmd, l.proto.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
 			})
 		}
@@ -213,8 +231,46 @@ func (l *core) try(ctx context.Context, blocking bool) (acquireResult, error) {
 		res.id = in.id
 		return res, err
 	}
-	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, acquireArgs, l.soloKeys, in.soloArgs)
+	_, soloArgs := l.prepared(in, solo, q)
+	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, acquireArgs, l.soloKeys, soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
+}
+
+// tryMode says which of an identity's prepared tries to send.
+type tryMode int
+
+const (
+	tryFirst tryMode = iota // not woken (ARGV mode "1")
+	tryWoken                // behind a BLPOP ("2")
+	trySolo                 // without the turn keys ("0")
+	tryOnly                 // a try that will not wait, registering nothing ("3")
+)
+
+// prepared returns the command and ARGV of a try of in in mode m. For a
+// protocol whose waiters register by their local queue, the queue's token
+// (q's; "" without a queue) is appended to the ARGV, and the command built
+// for this call.
+func (l *core) prepared(in *identity, m tryMode, q *waitQueue) (cmd, args []any) {
+	keys := l.acquireKeys
+	switch m {
+	case tryWoken:
+		cmd, args = in.wokenCmd, in.wokenArgs
+	case trySolo:
+		cmd, args, keys = in.soloCmd, in.soloArgs, l.soloKeys
+	case tryOnly:
+		cmd, args = in.onlyCmd, in.onlyArgs
+	default:
+		cmd, args = in.acquireCmd, in.acquireArgs
+	}
+	if !l.proto.queueRegisters {
+		return cmd, args
+	}
+	token := ""
+	if q != nil {
+		token = q.queueToken()
+	}
+	args = append(slices.Clone(args), token)
+	return evalShaCmd(l.proto.acquire, keys, args), args
 }
 
 // acked parses the reply of an acquire sent with id and, when it took the
@@ -260,16 +316,16 @@ func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 // its BLPOP is woken through the waiter's wake key, a signal it popped is
 // given back and a lock its try took is released. The Lock's next Acquire
 // or Release waits for that.
-func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string) waitResult {
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string, q *waitQueue) waitResult {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		defer cancel()
-		return l.pipeWait(pctx, d, wake)
+		return l.pipeWait(pctx, d, wake, q)
 	}
 	ch := make(chan waitResult, 1)
 	go func() {
 		defer cancel()
-		ch <- l.pipeWait(pctx, d, wake)
+		ch <- l.pipeWait(pctx, d, wake, q)
 	}()
 	select {
 	case r := <-ch:
@@ -285,7 +341,10 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string) wai
 	}
 	l.cleanups.add()
 	l.abandons.add()
-	go l.abandonWait(context.WithoutCancel(ctx), wake, ch)
+	if q != nil {
+		q.abandons.add()
+	}
+	go l.abandonWait(context.WithoutCancel(ctx), wake, ch, q)
 	return waitResult{err: ctx.Err()}
 }
 
@@ -302,9 +361,12 @@ type waitResult struct {
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
 // wakes the BLPOP still blocked, waits for the pipeline's outcome and
 // undoes it, then removes the wake element if the BLPOP never took it.
-func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResult) {
+func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResult, q *waitQueue) {
 	defer l.cleanups.done()
 	defer l.abandons.done()
+	if q != nil {
+		defer q.abandons.done()
+	}
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	var r waitResult
@@ -362,7 +424,7 @@ func wakeKey(signalKey string) string {
 //
 // With replica ack, WAIT follows in the same pipeline, on the master of the
 // lock key.
-func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string) (r waitResult) {
+func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string, q *waitQueue) (r waitResult) {
 	client := l.client
 	if l.ack.on() {
 		var err error
@@ -381,7 +443,8 @@ func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
 	}
 	in := l.ident.Load()
-	tryCmd := pipe.Do(ctx, in.wokenCmd...)
+	wokenCmd, _ := l.prepared(in, tryWoken, q)
+	tryCmd := pipe.Do(ctx, wokenCmd...)
 	var waitCmd *redis.Cmd
 	if l.ack.on() {
 		waitCmd = l.ack.queue(ctx, pipe)
@@ -410,14 +473,14 @@ func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string) (r wa
 		// in a failover) and closed the connection: the try behind it was
 		// never run. Find the new master and try again.
 		refreshSlots(ctx, l.client)
-		r.res, r.err = l.try(ctx, true)
+		r.res, r.err = l.try(ctx, true, q)
 	}
 	if isNoScript(r.err) || isTopology(r.err) {
 		// Redis's script cache was empty (a restart, SCRIPT FLUSH), or
 		// the slot is moving (MOVED, ASK, TRYAGAIN...: the try did not
 		// run): the BLPOP has run; try again on its own, with EVAL, which
 		// also reloads the script, following redirects.
-		r.res, r.err = l.try(ctx, true)
+		r.res, r.err = l.try(ctx, true, q)
 	}
 	if perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
@@ -466,23 +529,24 @@ func (l *core) giveBack(ctx context.Context) {
 	}()
 }
 
-// leave takes back, in the background, this core's registration as a
-// waiter (see protocol.registers); the next Acquire or Release waits for
-// it. Errors are dropped: the registration lapses on its own, a slice and
-// a second after it was last renewed.
-func (l *core) leave() {
-	id := l.regID
-	if id == "" {
-		id = l.ownerID()
+// leave takes back, in the background, a registration as a waiter (see
+// protocol.registers): the queue q's (protocol.queueRegisters), after
+// every abandoned wait of q is finished, or else this core's own, after
+// its abandoned waits are: the try behind such a wait's BLPOP would
+// register it again. The next Acquire or Release waits for it. Errors are
+// dropped: a registration lapses on its own, a slice and a second after
+// it was last renewed.
+func (l *core) leave(q *waitQueue) {
+	id, pending := l.ownerID(), &l.abandons
+	if q != nil {
+		id, pending = q.queueToken(), &q.abandons
 	}
 	l.cleanups.add()
 	go func() {
 		defer l.cleanups.done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		// After an abandoned wait is finished: the try behind its BLPOP
-		// would register us again.
-		_ = l.abandons.wait(ctx)
+		_ = pending.wait(ctx)
 		_ = l.proto.leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
 	}()
 }

@@ -9,7 +9,8 @@
 -- registers its caller again), a signal list for writers and one for
 -- readers, and the admitted readers: the waiting readers as a writer
 -- released, moved there by its release; while any of them has not come
--- in (and at most the signal expire), no writer may. A waiting reader is
+-- in (and at most as long as a waiting registration lasts), no writer
+-- may. A waiting reader is
 -- registered by its local queue's token, which stands for every reader
 -- waiting in that queue (one process, one client: only its head waits in
 -- Redis), and is taken back when the queue empties (rw_rleave.lua).
@@ -34,16 +35,15 @@ end
 
 -- handoff runs when the writer key has been freed: the readers that wait
 -- go first, all of them (they become the admitted readers, who hold
--- writers back until they are in, or signalExpire has passed); with no
--- reader waiting, one writer is woken, as the Lock's release wakes one
--- waiter.
-local function handoff(k, signalExpire)
+-- writers back until they are in, or admitMS has passed); with no reader
+-- waiting, one writer is woken, as the Lock's release wakes one waiter.
+local function handoff(k, signalExpire, admitMS)
   prune(k.waitingReaders)
   local n = redis.call('ZCARD', k.waitingReaders)
   if n > 0 then
     signal(k.readerSignal, n, signalExpire)
     redis.call('RENAME', k.waitingReaders, k.admit)
-    redis.call('PEXPIRE', k.admit, signalExpire)
+    redis.call('PEXPIRE', k.admit, admitMS)
     prune(k.waitingWriters)
     if redis.call('ZCARD', k.waitingWriters) > 0 then
       -- A waiting writer tries again now, and then waits no longer than

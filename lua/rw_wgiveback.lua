@@ -7,7 +7,7 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  signal expire in milliseconds
 -- ARGV[3]  "1" for the RWMutex's own random id
--- ARGV[4]  unused
+-- ARGV[4]  how long readers admitted here may hold writers back, in ms
 --
 -- Returns 1 when our writer key was released, 2 when the mutex was free
 -- for writing and its waiters were signalled, 0 otherwise.
@@ -20,12 +20,12 @@ if holder and (holder ~= ARGV[1] or ARGV[3] ~= '1') then
 end
 if holder then
   redis.call('DEL', k.writer)
-  handoff(k, ARGV[2])
+  handoff(k, ARGV[2], ARGV[4])
   return 1
 end
 prune(k.readers)
 if redis.call('ZCARD', k.readers) == 0 and redis.call('EXISTS', k.admit) == 0 then
-  handoff(k, ARGV[2])
+  handoff(k, ARGV[2], ARGV[4])
   return 2
 end
 return 0

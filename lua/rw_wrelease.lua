@@ -4,9 +4,9 @@
 --
 -- KEYS     as rw_wacquire.lua's (no fence key)
 -- ARGV[1]  owner id
--- ARGV[2]  signal expire in milliseconds, also how long waiting readers
---          go before any writer (the admit key)
--- ARGV[3]  unused (the Lock's turn)
+-- ARGV[2]  signal expire in milliseconds
+-- ARGV[3]  how long the readers admitted here may hold writers back, in
+--          ms (where the Lock's release has its turn)
 --
 -- Returns 0 when released; 1 when the writer key is missing; 2 when it
 -- holds another id (nothing is changed then).
@@ -20,5 +20,5 @@ if holder ~= ARGV[1] then
   return 2
 end
 redis.call('DEL', k.writer)
-handoff(k, ARGV[2])
+handoff(k, ARGV[2], ARGV[3])
 return 0

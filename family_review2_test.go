@@ -1,0 +1,252 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Findings of the second outside review of issue 17, each a test.
+
+// waitInfo polls rw's Info until ok accepts it, failing t after 3 s.
+func waitInfo(t *testing.T, ctx context.Context, rw *redislock.RWMutex, what string, ok func(redislock.RWInfo) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		info, err := rw.Info(ctx)
+		if err == nil && ok(info) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: Info = %+v, %v", what, info, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A reader that gave up, alone in its client's queue, takes back its
+// queue's registration late (25 ms latency); a reader that starts waiting
+// on the same client meanwhile is in a new queue, whose registration the
+// late take-back must not remove: it comes in before the next writer.
+func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	p := proxyTo(t, s)
+	p.SetLatency(25 * time.Millisecond)
+	shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	w1 := mustRWMutex(t, s.Client(), "cfg")
+	if err := w1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
+	actx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	if err := a.RLock(actx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("A's RLock = %v", err)
+	}
+	cancel()
+	type in struct {
+		who string
+		at  time.Time
+	}
+	got := make(chan in, 2)
+	go func() {
+		if err := b.RLock(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- in{"B", time.Now()}
+		time.Sleep(200 * time.Millisecond)
+		b.RUnlock(ctx)
+	}()
+	a.Settle(ctx) // A's late take-back has run, after B's first try registered B
+	// B stays registered. (Give a loaded machine time for B's first try,
+	// but less than B's 2 s slice, after which its next try would
+	// register it again and hide a registration taken back by mistake.)
+	for deadline := time.Now().Add(1500 * time.Millisecond); ; {
+		info, err := w1.Info(ctx)
+		if err == nil && info.WaitingReaders == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after A's take-back: Info = %+v, %v; want B still registered", info, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w2 := mustRWMutex(t, s.Client(), "cfg")
+	go func() {
+		if err := w2.Lock(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- in{"W2", time.Now()}
+		w2.Unlock(ctx)
+	}()
+	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	w1.Unlock(ctx)
+	first, second := <-got, <-got
+	t.Logf("after W1's Unlock: %s, then %s %v later", first.who, second.who, second.at.Sub(first.at))
+	if first.who != "B" {
+		t.Fatalf("%s came in first; want B, which waited before W1's release", first.who)
+	}
+}
+
+// A head reader and a follower on one client both give up: no
+// registration is left behind (the follower's take-back waits for the
+// head's abandoned wait). Eight rounds, with and without latency.
+func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
+	for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
+		t.Run(fmt.Sprint("latency ", latency), func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			p := proxyTo(t, s)
+			p.SetLatency(latency)
+			shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+			w1 := mustRWMutex(t, s.Client(), "cfg")
+			if err := w1.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 8 {
+				var wg sync.WaitGroup
+				var readers []*redislock.RWMutex
+				for i := range 2 {
+					r := mustRWMutex(t, shared, "cfg")
+					readers = append(readers, r)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rctx, cancel := context.WithTimeout(ctx, time.Duration(100+50*i)*time.Millisecond)
+						defer cancel()
+						r.RLock(rctx)
+					}()
+				}
+				wg.Wait()
+				for _, r := range readers {
+					r.Settle(ctx)
+				}
+				if info, _ := w1.Info(ctx); info.WaitingReaders != 0 {
+					t.Fatalf("round %d: %d waiting readers left after both gave up", round, info.WaitingReaders)
+				}
+			}
+		})
+	}
+}
+
+// A blocking RLock whose first try lost its reply (no retry) takes back
+// the registration the try may have made.
+func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	p := proxyTo(t, s)
+	c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1; o.ContextTimeoutEnabled = true })
+	w1 := mustRWMutex(t, s.Client(), "cfg")
+	if err := w1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := mustRWMutex(t, c, "cfg")
+	// Load the script (a TryRLock registers nothing), so that the reply
+	// dropped next is that of a try that ran and registered.
+	if err := r.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("TryRLock under a writer = %v", err)
+	}
+	p.DropNextReply()
+	err := r.RLock(ctx)
+	if err == nil {
+		t.Fatal("RLock succeeded through a dropped reply")
+	}
+	r.Settle(ctx) // the take-back runs in the background; Settle waits for it
+	if info, err := w1.Info(ctx); err != nil || info.WaitingReaders != 0 {
+		t.Fatalf("after the lost reply: Info = %+v, %v; want no waiting reader (not one that lapses seconds later)", info, err)
+	}
+}
+
+// Thirty readers on one client behind a writer, with 25 ms of latency,
+// and a second writer waiting: every reader comes in before the second
+// writer (they come in one round trip apart; the admission lasts as long
+// as a waiting registration).
+func TestRWMutexManySharedReadersBeforeTheNextWriter(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	p := proxyTo(t, s)
+	p.SetLatency(25 * time.Millisecond)
+	shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	w1 := mustRWMutex(t, s.Client(), "cfg")
+	if err := w1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	var (
+		mu    sync.Mutex
+		order []string
+		wg    sync.WaitGroup
+	)
+	for i := range n {
+		r := mustRWMutex(t, shared, "cfg")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.RLock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, fmt.Sprint("R", i))
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			r.RUnlock(ctx)
+		}()
+	}
+	w2 := mustRWMutex(t, s.Client(), "cfg")
+	waitInfo(t, ctx, w1, "the readers registered", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w2.Lock(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		order = append(order, "W2")
+		mu.Unlock()
+		w2.Unlock(ctx)
+	}()
+	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	start := time.Now()
+	w1.Unlock(ctx)
+	wg.Wait()
+	t.Logf("all in %v after W1's Unlock; W2 came %d of %d", time.Since(start), len(order), n+1)
+	if order[len(order)-1] != "W2" {
+		t.Fatalf("W2 came in before some readers that waited: %v", order)
+	}
+}
+
+// Many RWMutexes with distinct names, each taken and released once: the
+// process keeps no local queue, nor anything else, per name.
+func TestRWMutexKeepsNothingPerName(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	w := mustRWMutex(t, c, "held")
+	if err := w.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		rw := mustRWMutex(t, c, fmt.Sprint("doc-", i))
+		if err := rw.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rw.RUnlock(ctx)
+	}
+	r := mustRWMutex(t, c, "held")
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	r.RLock(rctx) // waits, then gives up
+	cancel()
+	r.Settle(ctx)
+	if n := redislock.WaitQueues(); n != 0 {
+		t.Fatalf("%d local wait queues left", n)
+	}
+}
