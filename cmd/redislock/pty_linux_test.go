@@ -190,6 +190,32 @@ func (s *terminalSession) waitForeground(comm string) {
 	}
 }
 
+// waitReading waits until comm, the leader of the terminal's foreground
+// group, is blocked reading its standard input (read(0, ...), as
+// /proc/PID/syscall shows). A shell's trap for a signal that arrives just
+// before its read() starts runs only once that read returns (dash looks
+// for pending traps when read fails with EINTR), so a Ctrl-C typed as soon
+// as the shell printed its prompt line could wait for a line that never
+// comes: a race in the shell, not in redislock.
+func (s *terminalSession) waitReading(comm string) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var pgrp int32
+		if err := ioctl(s.master, syscall.TIOCGPGRP, unsafe.Pointer(&pgrp)); err == nil {
+			name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pgrp))
+			call, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pgrp))
+			if strings.TrimSpace(string(name)) == comm && strings.HasPrefix(string(call), "0 0x0 ") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s did not block reading the terminal within 10s; the terminal shows:\n%s", comm, s.out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // wait waits for the session leader to exit, failing after 10 s, and
 // returns its exit code and how long it took.
 func (s *terminalSession) wait() (int, time.Duration) {

@@ -45,6 +45,9 @@ func TestRunInTerminal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := run(t, false, "sh", "-c", tc.script)
 			ts.waitFor("ready")
+			if tc.want == "got-int" {
+				ts.waitReading("sh") // see waitReading: the trap would wait for a line
+			}
 			ts.write("\x03")
 			ts.waitFor(tc.want)
 			code, took := ts.wait()
