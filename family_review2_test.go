@@ -19,7 +19,13 @@ import (
 // waitInfo polls rw's Info until ok accepts it, failing t after 3 s.
 func waitInfo(t *testing.T, ctx context.Context, rw *redislock.RWMutex, what string, ok func(redislock.RWInfo) bool) {
 	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); ; {
+	waitInfoWithin(t, ctx, rw, 3*time.Second, what, ok)
+}
+
+// waitInfoWithin is waitInfo failing after d.
+func waitInfoWithin(t *testing.T, ctx context.Context, rw *redislock.RWMutex, d time.Duration, what string, ok func(redislock.RWInfo) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; {
 		info, err := rw.Info(ctx)
 		if err == nil && ok(info) {
 			return
@@ -68,16 +74,8 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 	// B stays registered. (Give a loaded machine time for B's first try,
 	// but less than B's 2 s slice, after which its next try would
 	// register it again and hide a registration taken back by mistake.)
-	for deadline := time.Now().Add(1500 * time.Millisecond); ; {
-		info, err := w1.Info(ctx)
-		if err == nil && info.WaitingReaders == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after A's take-back: Info = %+v, %v; want B still registered", info, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitInfoWithin(t, ctx, w1, 1500*time.Millisecond, "after A's take-back, B still registered",
+		func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
 	w2 := mustRWMutex(t, s.Client(), "cfg")
 	go func() {
 		if err := w2.Lock(ctx); err != nil {

@@ -182,7 +182,13 @@ func startHolder(t *testing.T, addr, name, expire string, renew bool, env ...str
 	if renew {
 		r = "1"
 	}
-	cmd := worker(t, "hold", append([]string{"W_ADDR=" + addr, "W_NAME=" + name, "W_EXPIRE=" + expire, "W_RENEW=" + r}, env...)...)
+	return startHeld(t, worker(t, "hold", append([]string{"W_ADDR=" + addr, "W_NAME=" + name, "W_EXPIRE=" + expire, "W_RENEW=" + r}, env...)...))
+}
+
+// startHeld starts a worker that says "held" once it holds, waits for
+// that, and returns the process and its remaining output.
+func startHeld(t *testing.T, cmd *exec.Cmd) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

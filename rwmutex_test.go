@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -435,15 +434,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 			if err := live.RLock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			cmd := worker(t, "rwread", "W_ADDR="+s.Addr, "W_NAME=cfg", "W_EXPIRE="+tc.expire)
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
-				t.Fatalf("reader process said %q, %v", line, err)
-			}
+			cmd, _ := startHeld(t, worker(t, "rwread", "W_ADDR="+s.Addr, "W_NAME=cfg", "W_EXPIRE="+tc.expire))
 			held := time.Now()
 			w := mustRWMutex(t, s.Client(), "cfg")
 			got := make(chan error, 1)

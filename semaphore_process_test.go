@@ -117,20 +117,7 @@ func startSemHolder(t *testing.T, addr, name, expire string, renew bool, env ...
 	if renew {
 		r = "1"
 	}
-	cmd := worker(t, "semhold", append([]string{"W_ADDR=" + addr, "W_NAME=" + name, "W_EXPIRE=" + expire, "W_RENEW=" + r}, env...)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	br := bufio.NewReader(out)
-	if line, err := br.ReadString('\n'); err != nil || line != "held\n" {
-		t.Fatalf("holder process said %q, %v", line, err)
-	}
-	return cmd, br
+	return startHeld(t, worker(t, "semhold", append([]string{"W_ADDR=" + addr, "W_NAME=" + name, "W_EXPIRE=" + expire, "W_RENEW=" + r}, env...)...))
 }
 
 // Sixteen processes × 200 sections under a size-3 semaphore, a probe
