@@ -35,22 +35,30 @@ type config struct {
 	// The mixed-fleet workload (mixed.go): length of each run.
 	mixedDuration time.Duration
 	onlyMixed     bool // run the mixed-fleet workload alone, print it, write nothing
-	onlyCache     bool // run the cache-stampede workload alone, print it, write nothing
-	onlyUnc       bool // run the uncontended matrix alone, print it, write nothing
-	onlyScale     bool // run the scale workloads alone, print them, write nothing
-	onlyFamily    bool // run the family workload alone, log it, write nothing
-	held, waiters int  // the many-held workload's sizes
-	out           string
-	chart         string
+	// mixedInProcess runs the mixed-fleet workers as goroutines of one
+	// process instead of a process each.
+	mixedInProcess bool
+	onlyCache      bool // run the cache-stampede workload alone, print it, write nothing
+	onlyUnc        bool // run the uncontended matrix alone, print it, write nothing
+	onlyScale      bool // run the scale workloads alone, print them, write nothing
+	onlyFamily     bool // run the family workload alone, log it, write nothing
+	held, waiters  int  // the many-held workload's sizes
+	out            string
+	chart          string
 }
 
 func main() {
+	if spec := os.Getenv(mixedWorkerEnv); spec != "" {
+		mixedWorkerMain(spec)
+		return
+	}
 	var cfg config
 	flag.BoolVar(&cfg.quick, "quick", false, "one short repeat of each workload, to check that it all works")
 	flag.IntVar(&cfg.repeats, "repeats", 3, "repeats of each workload; medians are reported")
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
 	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.mixedInProcess, "mixed-in-process", false, "run the mixed-fleet workers as goroutines of this process instead of a process each")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations) and print it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyFamily, "only-family", false, "run only the family workload (the Semaphore beside the Lock) and log it (RESULTS.md is not written)")

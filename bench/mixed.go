@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -187,6 +193,7 @@ type mixedRun struct {
 	pySide      mixedSide
 	violations  int64 // acquisitions that found another holder inside
 	maxHolders  int64
+	inProcess   bool // the workers ran as goroutines of one process
 }
 
 func (r mixedRun) total() int { return r.goSide.acquisitions + r.pySide.acquisitions }
@@ -237,132 +244,49 @@ func short(d time.Duration) string {
 
 // mixed runs goN Go workers (go-redis-lock) and pyN Python-style workers
 // on one lock name for d. Each loops: acquire (blocking), hold for hold,
-// release, sleep for pause. An in-process holders counter, raised after
-// each acquire and lowered before each release, checks mutual exclusion.
-func mixed(ctx context.Context, addr string, goN, pyN int, d, hold, pause time.Duration) (mixedRun, error) {
+// release, sleep for pause. Every worker runs in a process of its own (this
+// program, started again as a worker: see mixedWorkerMain), as the workers
+// of a real fleet do; inProcess runs them as goroutines of this process
+// instead. Mutual exclusion is checked from the workers' hold intervals
+// (see overlaps).
+func mixed(ctx context.Context, addr string, goN, pyN int, d, hold, pause time.Duration, inProcess bool) (mixedRun, error) {
 	name := uniqueName("mixed")
-	var goSent, pySent atomic.Int64
-	type acq interface {
-		lock(context.Context) error
-		unlock(context.Context) error
-		close()
-	}
-	workers := make([]acq, 0, goN+pyN)
-	for i := 0; i < goN; i++ {
-		c := goredisClient(withHook(addr, &goSent))
-		l, err := redislock.New(c, name, redislock.WithExpire(mixedExpire))
-		if err != nil {
-			c.Close()
-			return mixedRun{}, err
+	n := goN + pyN
+	specs := make([]mixedSpec, n)
+	for i := range specs {
+		lang := "go"
+		if i >= goN {
+			lang = "py"
 		}
-		w := ourWorker{l, c}
-		defer w.close()
-		workers = append(workers, w)
+		specs[i] = mixedSpec{Lang: lang, Addr: addr, Name: name, Hold: hold, Pause: pause, D: d}
 	}
-	pys := make([]*pyWorker, 0, pyN)
-	for i := 0; i < pyN; i++ {
-		w, err := newPyWorker(addr, name, mixedExpire, &pySent)
-		if err != nil {
-			return mixedRun{}, err
-		}
-		defer w.close()
-		pys = append(pys, w)
-		workers = append(workers, pyAcq{w})
-	}
-	// Load the scripts and open the connections outside the measure: one
-	// cycle each, one worker at a time.
-	for _, w := range workers {
-		if err := w.lock(ctx); err != nil {
-			return mixedRun{}, err
-		}
-		if err := w.unlock(ctx); err != nil {
-			return mixedRun{}, err
-		}
-	}
-	goSent.Store(0)
-	pySent.Store(0)
-
 	var (
-		holders, maxHolders, violations atomic.Int64
-		wg                              sync.WaitGroup
-		failed                          firstError
+		results []mixedResult
+		err     error
 	)
-	n := len(workers)
-	per := make([]int, n)
-	waits := make([][]time.Duration, n)
-	open := make([]time.Duration, n)
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	deadline, _ := runCtx.Deadline()
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for runCtx.Err() == nil {
-				start := time.Now()
-				if err := w.lock(runCtx); err != nil {
-					if runCtx.Err() == nil {
-						failed.set(err)
-					} else {
-						open[i] = max(open[i], time.Since(start))
-					}
-					return
-				}
-				acquired := time.Now()
-				if h := holders.Add(1); h > 1 {
-					violations.Add(1)
-					for m := maxHolders.Load(); h > m && !maxHolders.CompareAndSwap(m, h); m = maxHolders.Load() {
-					}
-				}
-				if acquired.Before(deadline) {
-					per[i]++
-					waits[i] = append(waits[i], acquired.Sub(start))
-				}
-				time.Sleep(hold)
-				holders.Add(-1)
-				if err := w.unlock(context.WithoutCancel(ctx)); err != nil {
-					failed.set(err)
-					return
-				}
-				if pause > 0 {
-					time.Sleep(pause)
-				}
-			}
-		}()
+	if inProcess {
+		results, err = mixedGoroutines(ctx, specs)
+	} else {
+		results, err = mixedProcesses(ctx, specs)
 	}
-	// Python-style waiters sit in BLPOP for up to the expire and do not
-	// watch ctx: once the run is over, push signals until they have all
-	// come out. (Go workers return on ctx.)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	<-runCtx.Done()
-	if pyN > 0 {
-		waker := redis.NewClient(&redis.Options{Addr: addr})
-		defer waker.Close()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-	wake:
-		for {
-			waker.LPush(context.WithoutCancel(ctx), pys[0].signalKey, 1)
-			select {
-			case <-done:
-				break wake
-			case <-tick.C:
-			}
-		}
-	}
-	<-done
-	if err := failed.get(); err != nil {
+	if err != nil {
 		return mixedRun{}, err
 	}
-	res := mixedRun{hold: hold, pause: pause, d: d, violations: violations.Load(), maxHolders: max(1, maxHolders.Load())}
-	fill := func(s *mixedSide, from, to int, sent int64) {
+	res := mixedRun{hold: hold, pause: pause, d: d, inProcess: inProcess}
+	var held [][2]int64
+	for _, r := range results {
+		held = append(held, r.Held...)
+	}
+	res.violations, res.maxHolders = overlaps(held)
+	fill := func(s *mixedSide, from, to int) {
 		s.workers = to - from
-		for i := from; i < to; i++ {
-			s.perWorker = append(s.perWorker, per[i])
-			s.acquisitions += per[i]
-			s.waits = append(s.waits, waits[i]...)
-			s.openWait = max(s.openWait, open[i])
+		var sent int64
+		for _, r := range results[from:to] {
+			s.perWorker = append(s.perWorker, r.Acquisitions)
+			s.acquisitions += r.Acquisitions
+			s.waits = append(s.waits, r.Waits...)
+			s.openWait = max(s.openWait, r.Open)
+			sent += r.Sent
 		}
 		for _, w := range s.waits {
 			if w > longWait {
@@ -373,12 +297,325 @@ func mixed(ctx context.Context, addr string, goN, pyN int, d, hold, pause time.D
 			s.commands = float64(sent) / float64(s.acquisitions)
 		}
 	}
-	fill(&res.goSide, 0, goN, goSent.Load())
-	fill(&res.pySide, goN, n, pySent.Load())
+	fill(&res.goSide, 0, goN)
+	fill(&res.pySide, goN, n)
 	if res.total() == 0 {
 		return mixedRun{}, errors.New("no acquisition")
 	}
 	return res, nil
+}
+
+// overlaps counts the holds, of intervals [acquired, released) in Unix
+// nanoseconds, that began while another was still on, and the most holds on
+// at once (1 when none overlap). Each interval runs from when the worker's
+// acquire returned to just before it sent its release: inside the time the
+// lock key held its id, so two that overlap were two holders at once.
+func overlaps(held [][2]int64) (violations, most int64) {
+	slices.SortFunc(held, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var ends []int64 // of the holds still on (few: none, when the lock works)
+	for _, h := range held {
+		on := ends[:0]
+		for _, e := range ends {
+			if e > h[0] {
+				on = append(on, e)
+			}
+		}
+		ends = on
+		if len(ends) > 0 {
+			violations++
+		}
+		ends = append(ends, h[1])
+		most = max(most, int64(len(ends)))
+	}
+	return violations, max(most, 1)
+}
+
+// mixedSpec is one worker of a mixed run; a worker process gets it as JSON
+// in mixedWorkerEnv.
+type mixedSpec struct {
+	Lang        string // "go" or "py"
+	Addr, Name  string
+	Hold, Pause time.Duration
+	D           time.Duration
+}
+
+// mixedResult is what one worker did in its run.
+type mixedResult struct {
+	Acquisitions int             // completed within the run
+	Waits        []time.Duration // of those acquisitions
+	Open         time.Duration   // the acquire still waiting when the run ended
+	Sent         int64           // commands its client sent in the run
+	Held         [][2]int64      // every hold: [acquired, released) in Unix ns
+	Err          string          // what stopped it, when not the end of the run
+}
+
+// mixedWorkerEnv, when set, makes this program a mixed-run worker (see
+// mixedWorkerMain) instead of the bench.
+const mixedWorkerEnv = "REDISLOCK_BENCH_MIXED_WORKER"
+
+// mixedWorkerMain runs one worker of a mixed run in this process: it sets
+// up (one cycle of the lock, outside the measure), writes "ready", waits
+// for a line on stdin, runs for the spec's length and writes its
+// mixedResult as JSON.
+func mixedWorkerMain(spec string) {
+	var s mixedSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		log.Fatalf("mixed worker: %v", err)
+	}
+	ctx := context.Background()
+	var sent atomic.Int64
+	w, err := s.worker(&sent)
+	if err == nil {
+		err = w.warm(ctx)
+	}
+	if err != nil {
+		json.NewEncoder(os.Stdout).Encode(mixedResult{Err: err.Error()})
+		return
+	}
+	defer w.close()
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		log.Fatalf("mixed worker: waiting for the start: %v", err)
+	}
+	sent.Store(0)
+	r := runMixedWorker(ctx, w, s, &sent)
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		log.Fatalf("mixed worker: %v", err)
+	}
+}
+
+// mixedAcq is a worker's lock: go-redis-lock's or the Python-style one.
+type mixedAcq interface {
+	lock(context.Context) error
+	unlock(context.Context) error
+	close()
+}
+
+// warmAcq is a mixedAcq with its set-up cycle.
+type warmAcq struct{ mixedAcq }
+
+// warm loads the scripts and opens the connection outside the measure:
+// one cycle of the lock.
+func (w warmAcq) warm(ctx context.Context) error {
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	return w.unlock(ctx)
+}
+
+// worker makes the spec's lock, its client counting commands into sent.
+func (s mixedSpec) worker(sent *atomic.Int64) (warmAcq, error) {
+	if s.Lang == "py" {
+		w, err := newPyWorker(s.Addr, s.Name, mixedExpire, sent)
+		if err != nil {
+			return warmAcq{}, err
+		}
+		return warmAcq{pyAcq{w}}, nil
+	}
+	c := goredisClient(withHook(s.Addr, sent))
+	l, err := redislock.New(c, s.Name, redislock.WithExpire(mixedExpire))
+	if err != nil {
+		c.Close()
+		return warmAcq{}, err
+	}
+	return warmAcq{ourWorker{l, c}}, nil
+}
+
+// runMixedWorker is one worker's loop, from now for s.D.
+func runMixedWorker(ctx context.Context, w mixedAcq, s mixedSpec, sent *atomic.Int64) mixedResult {
+	var r mixedResult
+	runCtx, cancel := context.WithTimeout(ctx, s.D)
+	defer cancel()
+	deadline, _ := runCtx.Deadline()
+	for runCtx.Err() == nil {
+		start := time.Now()
+		if err := w.lock(runCtx); err != nil {
+			if runCtx.Err() == nil {
+				r.Err = err.Error()
+			} else {
+				r.Open = time.Since(start)
+			}
+			break
+		}
+		acquired := time.Now()
+		if acquired.Before(deadline) {
+			r.Acquisitions++
+			r.Waits = append(r.Waits, acquired.Sub(start))
+		}
+		time.Sleep(s.Hold)
+		released := time.Now()
+		r.Held = append(r.Held, [2]int64{acquired.UnixNano(), released.UnixNano()})
+		if err := w.unlock(context.WithoutCancel(ctx)); err != nil {
+			r.Err = err.Error()
+			break
+		}
+		if s.Pause > 0 {
+			time.Sleep(s.Pause)
+		}
+	}
+	r.Sent = sent.Load()
+	return r
+}
+
+// mixedGoroutines runs the workers as goroutines of this process.
+func mixedGoroutines(ctx context.Context, specs []mixedSpec) ([]mixedResult, error) {
+	ws := make([]warmAcq, len(specs))
+	sent := make([]atomic.Int64, len(specs))
+	for i, s := range specs {
+		w, err := s.worker(&sent[i])
+		if err != nil {
+			return nil, err
+		}
+		defer w.close()
+		ws[i] = w
+	}
+	// One worker at a time, as each worker process does it.
+	for _, w := range ws {
+		if err := w.warm(ctx); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]mixedResult, len(specs))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		sent[i].Store(0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = runMixedWorker(ctx, w, specs[i], &sent[i])
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	wakePython(ctx, specs, done)
+	return results, mixedErr(results)
+}
+
+// mixedProcesses runs each worker in a process of its own: this program,
+// started again with mixedWorkerEnv set.
+func mixedProcesses(ctx context.Context, specs []mixedSpec) ([]mixedResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	type proc struct {
+		cmd    *exec.Cmd
+		in     io.WriteCloser
+		out    *bufio.Reader
+		stderr strings.Builder
+	}
+	procs := make([]*proc, len(specs))
+	defer func() {
+		for _, p := range procs {
+			if p != nil && p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				p.cmd.Wait()
+			}
+		}
+	}()
+	for i, s := range specs {
+		spec, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		p := &proc{cmd: exec.Command(exe)}
+		p.cmd.Env = append(os.Environ(), mixedWorkerEnv+"="+string(spec))
+		p.cmd.Stderr = &p.stderr
+		if p.in, err = p.cmd.StdinPipe(); err != nil {
+			return nil, err
+		}
+		out, err := p.cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		p.out = bufio.NewReader(out)
+		if err := p.cmd.Start(); err != nil {
+			return nil, err
+		}
+		procs[i] = p
+	}
+	failed := func(i int, err error) error {
+		return fmt.Errorf("mixed worker %d (%s): %w; stderr: %s", i, specs[i].Lang, err, strings.TrimSpace(procs[i].stderr.String()))
+	}
+	for i, p := range procs {
+		line, err := p.out.ReadString('\n')
+		if err != nil {
+			return nil, failed(i, err)
+		}
+		if line != "ready\n" {
+			var r mixedResult
+			if json.Unmarshal([]byte(line), &r) == nil && r.Err != "" {
+				return nil, failed(i, errors.New(r.Err))
+			}
+			return nil, failed(i, fmt.Errorf("unexpected %q", line))
+		}
+	}
+	for i, p := range procs {
+		if _, err := io.WriteString(p.in, "go\n"); err != nil {
+			return nil, failed(i, err)
+		}
+	}
+	results := make([]mixedResult, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := json.NewDecoder(p.out).Decode(&results[i]); err != nil {
+				errs[i] = failed(i, err)
+			}
+			if err := p.cmd.Wait(); err != nil && errs[i] == nil {
+				errs[i] = failed(i, err)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	wakePython(ctx, specs, done)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return results, mixedErr(results)
+}
+
+// wakePython waits until done, once the run's length has passed pushing a
+// signal every 20 ms when there are Python-style workers: they sit in
+// BLPOP for up to the expire and do not watch the run's end. (Go workers
+// return at the end of the run.)
+func wakePython(ctx context.Context, specs []mixedSpec, done <-chan struct{}) {
+	py := slices.IndexFunc(specs, func(s mixedSpec) bool { return s.Lang == "py" })
+	if py < 0 {
+		<-done
+		return
+	}
+	select {
+	case <-done:
+		return
+	case <-time.After(specs[py].D):
+	}
+	waker := redis.NewClient(&redis.Options{Addr: specs[py].Addr})
+	defer waker.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		waker.LPush(context.WithoutCancel(ctx), "lock-signal:"+specs[py].Name, 1)
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// mixedErr is the first worker error of a run.
+func mixedErr(results []mixedResult) error {
+	for i, r := range results {
+		if r.Err != "" {
+			return fmt.Errorf("mixed worker %d: %s", i, r.Err)
+		}
+	}
+	return nil
 }
 
 // pyAcq adapts a pyWorker to the loop's interface.
@@ -411,7 +648,7 @@ func runMixed(ctx context.Context, addr string, cfg config) ([]*mixedCase, error
 	cases := mixedCases()
 	for i := 0; i < cfg.repeats; i++ {
 		for _, c := range cases {
-			r, err := mixed(ctx, addr, c.goN, c.pyN, cfg.mixedDuration, c.hold, c.pause)
+			r, err := mixed(ctx, addr, c.goN, c.pyN, cfg.mixedDuration, c.hold, c.pause, cfg.mixedInProcess)
 			if err != nil {
 				return cases, fmt.Errorf("mixed %d Go + %d Python, pause %v: %w", c.goN, c.pyN, c.pause, err)
 			}

@@ -177,10 +177,12 @@ func (r *report) mixedSection(b *strings.Builder) {
 		"takes the lock with a second round trip, the next `SET NX`, after its `BLPOP` returns; release is python-redis-lock's owner-checking script "+
 		"(`DEL` the signal list, `LPUSH` one signal, `PEXPIRE` it %d ms, `DEL` the lock). Every worker has its own client and both kinds lock the same "+
 		"name, so they share the keys `lock:<name>` and `lock-signal:<name>`. Each worker loops: acquire (blocking), hold, release, pause, for %v per run. "+
+		"%s "+
 		"With as many workers of each kind an even split is 50 %%. A wait runs from the call to acquire to its success; "+
-		"violations are acquisitions that found another holder inside (an in-process holders counter raised after acquire and lowered before release). "+
+		"violations are holds that began while another was still on, from every worker's hold intervals on the machine's clock "+
+		"(from when its acquire returned to just before it sent its release). "+
 		"Table: median share over %d repeat(s); wait p50 the median, p99 and max the worst of the repeats.\n\n",
-		mixedExpire, int64(mixedExpire/time.Second), int64(mixedExpire/time.Second), pySignalExpireMS, r.cfg.mixedDuration, r.cfg.repeats)
+		mixedExpire, int64(mixedExpire/time.Second), int64(mixedExpire/time.Second), pySignalExpireMS, r.cfg.mixedDuration, r.mixedHow(), r.cfg.repeats)
 	fmt.Fprintf(b, "| configuration | Go share | Python share | Python wait p50 / p99 / max | Go wait p50 / p99 / max | waits > %v Python / Go | acquisitions/s | violations |\n|---|---:|---:|---:|---:|---:|---:|---:|\n", longWait)
 	waits := func(c *mixedCase, side func(mixedRun) mixedSide) string {
 		p50 := medianD(c.runs, func(x mixedRun) time.Duration { return side(x).p50() })
@@ -242,6 +244,17 @@ func (r *report) mixedSection(b *strings.Builder) {
 			"(median over repeats; an even share is %.1f %%; each repeat: %s), %.0f acquisitions/s, wait p50 / p99 / max %s, violations %d.\n",
 			c.goN, c.hold, c.pause, lo, hi, 100/float64(c.goN), strings.Join(each, ", "), rate(c), waits(c, goSide), c.violations())
 	}
+}
+
+// mixedHow says how the mixed-fleet workers ran.
+func (r *report) mixedHow() string {
+	if r.cfg.mixedInProcess {
+		return "The workers ran as goroutines of the bench's process (`-mixed-in-process`): their timers and the Go scheduler " +
+			"line their sends up with each other, which a fleet of processes does not have; the default runs a process per worker."
+	}
+	return "Every worker runs in a process of its own (the bench program started again as one worker), as the workers of a real fleet do; " +
+		"`-mixed-in-process` runs them as goroutines of one process instead, where their timers and the Go scheduler line their sends up " +
+		"with each other."
 }
 
 // svg draws three horizontal bar panels: uncontended cycles/s, contended
