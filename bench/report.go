@@ -61,7 +61,10 @@ func (r *report) markdown() string {
 		"(which our README asks for; rueidis has no such option, so its two rows are the same client). The order is rotated each repeat; %v per window. "+
 		"Nothing is hooked into the measured client: Redis commands per cycle are `INFO commandstats` deltas (commands inside Lua scripts included), "+
 		"process CPU is this bench process's user+sys time (getrusage) over the window, Redis CPU the server's `used_cpu_user` + `used_cpu_sys`; both per cycle. "+
-		"Allocations per cycle (below) come from `testing.Benchmark` with `ContextTimeoutEnabled`.\n\n", r.cfg.duration)
+		"Allocations per cycle (below) come from `testing.Benchmark` with `ContextTimeoutEnabled`. "+
+		"\"go-redis-lock's scripts, bare\" sends the library's own acquire and release scripts, with the same keys and arguments, straight through go-redis, "+
+		"with none of the library's work around them: the floor of our wire protocol on this client (two script round trips); "+
+		"the library's row against it is what the library itself adds, or saves.\n\n", r.cfg.duration)
 	b.WriteString(uncTable(r.unc))
 	fmt.Fprintf(&b, "\n| library | allocs/cycle |\n|---|---:|\n")
 	for _, c := range r.results {

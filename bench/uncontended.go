@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +56,67 @@ func (w rawWorker) close()                           { w.c.Close() }
 // rawContender is the baseline, run as a contender of the matrix.
 var rawContender = contender{"raw SET NX + DEL", func(cc clientCfg, name string) (worker, error) {
 	return rawWorker{goredisClient(cc), name}, nil
+}}
+
+// bareWorker runs go-redis-lock's own acquire and release scripts, as the
+// library sends them for a Lock with WithExpire(benchTTL) and the default
+// signal expire, straight through go-redis: the cycle's floor for our wire
+// protocol (two script round trips), with none of the library's own work
+// (hold state, deadline timer, key watch). The library's row less this one
+// is what the library adds.
+type bareWorker struct {
+	c                *redis.Client
+	keys             []string
+	acquire, release []any
+}
+
+func (w bareWorker) lock(ctx context.Context) error {
+	r, err := w.c.Do(ctx, w.acquire...).Slice()
+	if err == nil && (len(r) != 2 || r[0] != int64(0)) {
+		err = fmt.Errorf("bare acquire %s: %v", w.keys[0], r)
+	}
+	return err
+}
+func (w bareWorker) unlock(ctx context.Context) error {
+	n, err := w.c.Do(ctx, w.release...).Int64()
+	if err == nil && n != 0 {
+		err = fmt.Errorf("bare release %s: %d", w.keys[0], n)
+	}
+	return err
+}
+func (w bareWorker) close() { w.c.Close() }
+
+// bareContender is the floor, run as a contender of the matrix. It reads
+// the scripts from ../lua (the bench runs in bench/) and loads them.
+var bareContender = contender{"go-redis-lock's scripts, bare", func(cc clientCfg, name string) (worker, error) {
+	c := goredisClient(cc)
+	sha := func(file string) (string, error) {
+		src, err := os.ReadFile(filepath.Join("..", "lua", file))
+		if err != nil {
+			return "", err
+		}
+		return c.ScriptLoad(context.Background(), string(src)).Result()
+	}
+	acq, err := sha("acquire.lua")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	rel, err := sha("release.lua")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	keys := []string{"lock:" + name, "lock-signal:" + name, "lock-signal:" + name + ":turn"}
+	id := "bare:" + strings.Repeat("0", 40) // as long as the library's ids (host:pid:uuid)
+	return bareWorker{
+		c:    c,
+		keys: keys,
+		// ARGV as the library's first try: id, expire ms, own random id, turn mode 1.
+		acquire: []any{"evalsha", acq, "3", keys[0], keys[1], keys[2], id, strconv.FormatInt(benchTTL.Milliseconds(), 10), "1", "1"},
+		// ARGV: id, signal expire ms (the default 1 s), turn ms (100).
+		release: []any{"evalsha", rel, "3", keys[0], keys[1], keys[2], id, "1000", "100"},
+	}, nil
 }}
 
 // serverSample is what the server says of itself at one moment.
@@ -174,7 +237,7 @@ func measureUncontended(ctx context.Context, admin *redis.Client, w worker, d ti
 func uncontendedMatrix(ctx context.Context, addr string, repeats int, d time.Duration) ([]*uncRow, error) {
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	all := append([]contender{rawContender}, contenders...)
+	all := append([]contender{rawContender, bareContender}, contenders...)
 	var rows []*uncRow
 	index := map[string]*uncRow{}
 	for rep := 0; rep < repeats; rep++ {
