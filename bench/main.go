@@ -24,9 +24,13 @@ import (
 type config struct {
 	quick    bool
 	repeats  int
-	duration time.Duration // per uncontended and contended run
-	hold     time.Duration // the waiters workload's hold
-	rounds   int           // counter increments per worker
+	duration time.Duration // per contended run
+	// The uncontended matrix: rounds of one window per library and client
+	// configuration (see uncontendedMatrix).
+	uncRounds int
+	uncWindow time.Duration
+	hold      time.Duration // the waiters workload's hold
+	rounds    int           // counter increments per worker
 	// The tracking workload: trackLocks locks with expire trackExpire,
 	// held for trackRenewals renewals of each.
 	trackLocks    int
@@ -55,7 +59,9 @@ func main() {
 	var cfg config
 	flag.BoolVar(&cfg.quick, "quick", false, "one short repeat of each workload, to check that it all works")
 	flag.IntVar(&cfg.repeats, "repeats", 3, "repeats of each workload; medians are reported")
-	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each uncontended and contended run")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each contended run")
+	flag.IntVar(&cfg.uncRounds, "unc-rounds", 15, "rounds of the uncontended matrix (each runs every library once); medians are reported")
+	flag.DurationVar(&cfg.uncWindow, "unc-window", 300*time.Millisecond, "length of each uncontended window")
 	flag.DurationVar(&cfg.mixedDuration, "mixed-duration", 20*time.Second, "length of each mixed-fleet run (Go and Python-style workers on one lock)")
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.mixedInProcess, "mixed-in-process", false, "run the mixed-fleet workers as goroutines of this process instead of a process each")
@@ -72,6 +78,7 @@ func main() {
 		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
 		cfg.trackExpire, cfg.trackRenewals = time.Second, 3 // ~2 s
 		cfg.mixedDuration = 2 * time.Second
+		cfg.uncRounds, cfg.uncWindow = 2, 100*time.Millisecond
 	}
 	cfg.held, cfg.waiters = 10000, 1000
 	if cfg.quick {
@@ -110,11 +117,13 @@ func run(cfg config) error {
 		return nil
 	}
 	if cfg.onlyUnc {
-		rows, err := uncontendedMatrix(ctx, srv.addr, cfg.repeats, cfg.duration)
+		rows, err := uncontendedMatrix(ctx, srv.addr, cfg.uncRounds, cfg.uncWindow)
 		if err != nil {
 			return err
 		}
 		fmt.Print(uncTable(rows))
+		fmt.Println()
+		fmt.Print(pairedTable(rows))
 		return nil
 	}
 	if cfg.onlyMixed {
@@ -134,7 +143,7 @@ func run(cfg config) error {
 		rep.raw = append(rep.raw, rawBaseline(ctx, srv.addr, cfg.duration))
 	}
 	log.Printf("baselines: PING p50 %v, raw SET NX PX + DEL %.0f cycles/s", median(rep.ping), medianF(rep.raw, func(r cycles) float64 { return r.perSec }))
-	if rep.unc, err = uncontendedMatrix(ctx, srv.addr, cfg.repeats, cfg.duration); err != nil {
+	if rep.unc, err = uncontendedMatrix(ctx, srv.addr, cfg.uncRounds, cfg.uncWindow); err != nil {
 		return err
 	}
 	log.Printf("uncontended matrix:\n%s", uncTable(rep.unc))

@@ -58,14 +58,20 @@ func (r *report) markdown() string {
 
 	fmt.Fprintf(&b, "## 1. Uncontended: one worker, acquire + release\n\n")
 	fmt.Fprintf(&b, "Every library and a raw `SET NX PX` + `DEL` loop, each in both client configurations: go-redis's defaults, and `ContextTimeoutEnabled` "+
-		"(which our README asks for; rueidis has no such option, so its two rows are the same client). The order is rotated each repeat; %v per window. "+
+		"(which our README asks for; rueidis has no such option, so its two rows are the same client). "+
+		"It runs in %d rounds: each round runs every library once in each configuration, for a window of %v, in an order rotated each round. "+
+		"This VM's speed drifts by tens of percent over seconds (this run's raw loop: %s cycles/s from its slowest round to its fastest), "+
+		"so only windows close in time compare: the figures are medians over the rounds, × raw is the median of the per-round ratios, "+
+		"and the second table compares go-redis-lock with each library round by round. "+
 		"Nothing is hooked into the measured client: Redis commands per cycle are `INFO commandstats` deltas (commands inside Lua scripts included), "+
 		"process CPU is this bench process's user+sys time (getrusage) over the window, Redis CPU the server's `used_cpu_user` + `used_cpu_sys`; both per cycle. "+
 		"Allocations per cycle (below) come from `testing.Benchmark` with `ContextTimeoutEnabled`. "+
 		"\"go-redis-lock's scripts, bare\" sends the library's own acquire and release scripts, with the same keys and arguments, straight through go-redis, "+
 		"with none of the library's work around them: the floor of our wire protocol on this client (two script round trips); "+
-		"the library's row against it is what the library itself adds, or saves.\n\n", r.cfg.duration)
+		"the library's row against it is what the library itself adds, or saves.\n\n", r.cfg.uncRounds, r.cfg.uncWindow, r.rawSpread())
 	b.WriteString(uncTable(r.unc))
+	b.WriteString("\n")
+	b.WriteString(pairedTable(r.unc))
 	fmt.Fprintf(&b, "\n| library | allocs/cycle |\n|---|---:|\n")
 	for _, c := range r.results {
 		fmt.Fprintf(&b, "| %s | %d |\n", c.name, c.allocs)
@@ -247,6 +253,21 @@ func (r *report) mixedSection(b *strings.Builder) {
 			"(median over repeats; an even share is %.1f %%; each repeat: %s), %.0f acquisitions/s, wait p50 / p99 / max %s, violations %d.\n",
 			c.goN, c.hold, c.pause, lo, hi, 100/float64(c.goN), strings.Join(each, ", "), rate(c), waits(c, goSide), c.violations())
 	}
+}
+
+// rawSpread is the raw loop's slowest and fastest round in the uncontended
+// matrix (go-redis defaults), as "min–max".
+func (r *report) rawSpread() string {
+	for _, u := range r.unc {
+		if u.name == rawContender.name && len(u.runs) > 0 {
+			lo, hi := u.runs[0].perSec, u.runs[0].perSec
+			for _, x := range u.runs {
+				lo, hi = min(lo, x.perSec), max(hi, x.perSec)
+			}
+			return fmt.Sprintf("%.0f–%.0f", lo, hi)
+		}
+	}
+	return "?"
 }
 
 // mixedHow says how the mixed-fleet workers ran.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -232,18 +233,23 @@ func measureUncontended(ctx context.Context, admin *redis.Client, w worker, d ti
 }
 
 // uncontendedMatrix measures every contender (the raw baseline first in
-// the list) in both client configurations, repeats times, rotating the
-// order each repeat.
-func uncontendedMatrix(ctx context.Context, addr string, repeats int, d time.Duration) ([]*uncRow, error) {
+// the list) in both client configurations, in rounds: each round runs
+// every contender once, for a window of d, in an order rotated each round.
+// This VM's speed drifts by tens of percent over seconds, and the same
+// window can run twice as fast as its neighbour a minute later; within a
+// round, contenders run seconds apart, so figures from one round compare
+// (see pairedTable), where long windows minutes apart do not. Each row's
+// runs are its rounds, in order.
+func uncontendedMatrix(ctx context.Context, addr string, rounds int, d time.Duration) ([]*uncRow, error) {
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
 	all := append([]contender{rawContender, bareContender}, contenders...)
 	var rows []*uncRow
 	index := map[string]*uncRow{}
-	for rep := 0; rep < repeats; rep++ {
+	for round := 0; round < rounds; round++ {
 		for _, defaults := range []bool{true, false} {
 			for i := range all {
-				c := all[(i+rep)%len(all)]
+				c := all[(i+round)%len(all)]
 				cc := clientCfg{addr: addr, defaults: defaults}
 				key := c.name + "/" + cc.configName()
 				row := index[key]
@@ -263,6 +269,7 @@ func uncontendedMatrix(ctx context.Context, addr string, repeats int, d time.Dur
 				row.runs = append(row.runs, r)
 			}
 		}
+		log.Printf("uncontended round %d of %d done", round+1, rounds)
 	}
 	// Report order: by configuration, then as contenders are listed.
 	for _, defaults := range []bool{true, false} {
@@ -273,21 +280,69 @@ func uncontendedMatrix(ctx context.Context, addr string, repeats int, d time.Dur
 	return rows, nil
 }
 
-// uncTable is the matrix as a Markdown table: medians over the repeats,
-// each ratio against the raw baseline of the same configuration.
+// pairedRatio is, over the rounds, the median of a's figure over b's, and
+// in how many rounds a's was at most b's (lower) or at least (higher).
+func pairedRatio(a, b *uncRow, f func(uncRun) float64) (median float64, atMost, atLeast int) {
+	var rs []float64
+	for i := range min(len(a.runs), len(b.runs)) {
+		x, y := f(a.runs[i]), f(b.runs[i])
+		if y == 0 {
+			continue
+		}
+		rs = append(rs, x/y)
+		if x <= y {
+			atMost++
+		}
+		if x >= y {
+			atLeast++
+		}
+	}
+	return medianF(rs, func(r float64) float64 { return r }), atMost, atLeast
+}
+
+// pairedTable compares go-redis-lock with every other row of its client
+// configuration round by round: the median per-round ratio of cycles/s
+// and of process CPU per cycle, and the rounds in which ours was at least
+// as fast, and at most as costly.
+func pairedTable(rows []*uncRow) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| client options | go-redis-lock against | cycles/s, ours ÷ theirs (median of rounds) | rounds ours ≥ | process CPU / cycle, ours ÷ theirs | rounds ours ≤ | Redis CPU / cycle, ours ÷ theirs |\n")
+	fmt.Fprintf(&b, "|---|---|---:|---:|---:|---:|---:|\n")
+	for _, ours := range rows {
+		if ours.name != contenders[0].name {
+			continue
+		}
+		for _, r := range rows {
+			if r.config != ours.config || r == ours {
+				continue
+			}
+			speed, _, faster := pairedRatio(ours, r, func(x uncRun) float64 { return x.perSec })
+			cpu, cheaper, _ := pairedRatio(ours, r, func(x uncRun) float64 { return float64(x.procCPU) })
+			rcpu, _, _ := pairedRatio(ours, r, func(x uncRun) float64 { return float64(x.redisCPU) })
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %d of %d | %.2f | %d of %d | %.2f |\n",
+				ours.config, r.name, speed, faster, len(ours.runs), cpu, cheaper, len(ours.runs), rcpu)
+		}
+	}
+	return b.String()
+}
+
+// uncTable is the matrix as a Markdown table: medians over the rounds;
+// × raw is the median of the per-round ratios to the raw baseline of the
+// same configuration.
 func uncTable(rows []*uncRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| library | client options | cycles/s | × raw, same options | p50 | p99 | process CPU / cycle | Redis CPU / cycle | Redis commands / cycle | scripts / cycle |\n")
 	fmt.Fprintf(&b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	raw := map[string]float64{}
+	raw := map[string]*uncRow{}
 	for _, r := range rows {
 		if r.name == rawContender.name {
-			raw[r.config] = medianF(r.runs, func(x uncRun) float64 { return x.perSec })
+			raw[r.config] = r
 		}
 	}
 	for _, r := range rows {
 		ps := medianF(r.runs, func(x uncRun) float64 { return x.perSec })
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %s | %s | %.1f µs | %.1f µs | %.2f | %.2f |\n", r.name, r.config, ps, ps/raw[r.config],
+		ratio, _, _ := pairedRatio(r, raw[r.config], func(x uncRun) float64 { return x.perSec })
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %s | %s | %.1f µs | %.1f µs | %.2f | %.2f |\n", r.name, r.config, ps, ratio,
 			us(medianD(r.runs, func(x uncRun) time.Duration { return x.p50 })),
 			us(medianD(r.runs, func(x uncRun) time.Duration { return x.p99 })),
 			float64(medianD(r.runs, func(x uncRun) time.Duration { return x.procCPU }))/1e3,
