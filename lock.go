@@ -57,6 +57,7 @@ type core struct {
 	expireMS       string        // ARGV form of the expire; "0" for none
 	signalExpireMS string        // ARGV form of the signal expire
 	turnMS         string        // ARGV form of the turn (see turnFor)
+	releaseCmd     []any         // the release's EVALSHA, the id (slot releaseIDArg) left nil; nil unless 3 keys
 	autoRenewal    bool
 	tracking       bool          // watch held keys (WithTracking)
 	margin         time.Duration // WithSafetyMargin, or its default
@@ -169,9 +170,15 @@ func (l *core) init(client redis.UniversalClient, name string, proto *protocol, 
 		turn:           make(chan struct{}, 1),
 		ev:             newEvents(c.observers, c.logger),
 	}
+	if len(keys) == 3 { // the Lock's and the Semaphore's
+		l.releaseCmd = []any{"evalsha", proto.release.Hash(), "3", keys[0], keys[1], keys[2], nil, l.signalExpireMS, l.turnMS}
+	}
 	close(l.neverHeld)
 	l.ident.Store(l.newIdentity(c.id))
 }
+
+// releaseIDArg is the id's place in core.releaseCmd.
+const releaseIDArg = 6
 
 // Name returns the lock's name, as given to New.
 func (l *Lock) Name() string { return l.name }
@@ -584,8 +591,10 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 	var r topoRetry
 	for {
 		sha := &countedArg{s: own}
-		if len(l.keys) == 3 { // the Lock's and the Semaphore's: nothing to build
-			n, err = l.client.Do(ctx, "evalsha", l.proto.release.Hash(), "3", l.keys[0], l.keys[1], l.keys[2], sha, l.signalExpireMS, l.turnMS).Int64()
+		if l.releaseCmd != nil { // built once: a copy with the id is all a send allocates
+			cmd := slices.Clone(l.releaseCmd)
+			cmd[releaseIDArg] = sha
+			n, err = l.client.Do(ctx, cmd...).Int64()
 		} else {
 			n, err = l.client.Do(ctx, evalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
 		}
