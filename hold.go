@@ -47,13 +47,13 @@ type hold struct {
 
 	// mu guards the fields below.
 	mu      sync.Mutex
-	err     error     // why the hold ended; nil while it lasts
-	expires time.Time // local validity deadline; zero for a key without expire
-	timer   *alarm    // runs expireLocally shortly before expires (see checkAt)
-	lastErr error     // the last renewal's Redis error, nil after a success
-	sending bool      // a renewal has been sent and has not been answered
-	capped  bool      // renewal stopped at maxEnd
-	until   time.Time // the end of the last Extend; renewals keep the key at least that long
+	err     error       // why the hold ended; nil while it lasts
+	expires time.Time   // local validity deadline; zero for a key without expire
+	timer   *time.Timer // runs expireLocally shortly before expires (see checkAt)
+	lastErr error       // the last renewal's Redis error, nil after a success
+	sending bool        // a renewal has been sent and has not been answered
+	capped  bool        // renewal stopped at maxEnd
+	until   time.Time   // the end of the last Extend; renewals keep the key at least that long
 
 	watcher     *tracker      // watches the key; nil when not watched
 	watchKey    string        // the key it watches
@@ -96,7 +96,7 @@ func newHold(l *core, sent time.Time, id string) *hold {
 	if h.expire > 0 {
 		h.mu.Lock() // the timer's func may run before the assignment returns
 		h.expires = sent.Add(h.expire)
-		h.timer = afterFunc(time.Until(h.checkAt()), h.expireLocally)
+		h.timer = time.AfterFunc(time.Until(h.checkAt()), h.expireLocally)
 		h.mu.Unlock()
 	}
 	return h

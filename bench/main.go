@@ -99,7 +99,7 @@ func run(cfg config) error {
 	ctx := context.Background()
 	rep := &report{cfg: cfg, started: time.Now(), redisVersion: srv.version}
 
-	log.Printf("redis-server %s on %s; %d repeats", srv.version, srv.addr, cfg.repeats)
+	log.Printf("redis-server %s on %s; %d repeats (uncontended: %d rounds of %v)", srv.version, srv.addr, cfg.repeats, cfg.uncRounds, cfg.uncWindow)
 	if cfg.onlyCache {
 		_, err := runCache(ctx, srv.addr, cfg)
 		return err

@@ -41,7 +41,9 @@ const (
 // its own client (default options, as redis.StrictRedis() would have),
 // driven from Go with raw commands:
 //
-//   - acquire: loop { SET lock:<name> <id> NX EX <E>; if it failed, BLPOP
+//   - acquire: GET lock:<name> first (its check that this Lock does not
+//     hold it already, AlreadyAcquired), then loop { SET lock:<name> <id>
+//     NX EX <E>; if it failed, BLPOP
 //     lock-signal:<name> <timeout or E or 0> } -- a waiter woken by the
 //     signal makes a second round trip, the next SET NX, to take the lock;
 //   - release: one script that checks the owner and, if it is us, deletes
@@ -73,7 +75,7 @@ var errPyNotAcquired = errors.New("python-style release: lock not held by this i
 // newPyWorker returns a Python-style worker on lock name; the commands its
 // client sends are added to sent.
 func newPyWorker(addr, name string, expire time.Duration, sent *atomic.Int64) (*pyWorker, error) {
-	b := make([]byte, 18) // python-redis-lock: urlsafe_b64encode(urandom(18))
+	b := make([]byte, 18) // python-redis-lock: b64encode(urandom(18))
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func newPyWorker(addr, name string, expire time.Duration, sent *atomic.Int64) (*
 	}
 	return &pyWorker{
 		c:         c,
-		id:        base64.URLEncoding.EncodeToString(b),
+		id:        base64.StdEncoding.EncodeToString(b),
 		lockKey:   "lock:" + name,
 		signalKey: "lock-signal:" + name,
 		expire:    int64(expire / time.Second),
@@ -110,6 +112,13 @@ func (w *pyWorker) try(ctx context.Context, blocking bool, timeout time.Duration
 	blpopTimeout := t
 	if blpopTimeout == 0 {
 		blpopTimeout = w.expire // and 0 (forever) when expire is None
+	}
+	// acquire() starts with "if self._held", which reads the key.
+	switch v, err := w.c.Get(ctx, w.lockKey).Result(); {
+	case err != nil && !errors.Is(err, redis.Nil):
+		return false, err
+	case err == nil && v == w.id:
+		return false, errors.New("python-style acquire: AlreadyAcquired")
 	}
 	timedOut := false
 	for {
@@ -307,9 +316,12 @@ func mixed(ctx context.Context, addr string, goN, pyN int, d, hold, pause time.D
 
 // overlaps counts the holds, of intervals [acquired, released) in Unix
 // nanoseconds, that began while another was still on, and the most holds on
-// at once (1 when none overlap). Each interval runs from when the worker's
-// acquire returned to just before it sent its release: inside the time the
-// lock key held its id, so two that overlap were two holders at once.
+// at once (1 when none overlap). Each interval is a worker's critical
+// section: from when its acquire returned to just before it sent its
+// release, inside the time the lock key held its id. Two that overlap were
+// two workers inside at once, which is what the lock must prevent; a key
+// taken while another worker was between its release's send and its reply
+// is outside every interval and not a violation.
 func overlaps(held [][2]int64) (violations, most int64) {
 	slices.SortFunc(held, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	var ends []int64 // of the holds still on (few: none, when the lock works)

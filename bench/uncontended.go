@@ -63,8 +63,9 @@ var rawContender = contender{"raw SET NX + DEL", func(cc clientCfg, name string)
 // library sends them for a Lock with WithExpire(benchTTL) and the default
 // signal expire, straight through go-redis: the cycle's floor for our wire
 // protocol (two script round trips), with none of the library's own work
-// (hold state, deadline timer, key watch). The library's row less this one
-// is what the library adds.
+// (hold state, deadline timer, key watch): a floor for the process's CPU
+// per cycle, not for its speed (the library's background goroutine can
+// keep the cores awake and its cycles faster, at more CPU).
 type bareWorker struct {
 	c                *redis.Client
 	keys             []string
