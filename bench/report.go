@@ -69,7 +69,7 @@ func (r *report) markdown() string {
 		"\"go-redis-lock's scripts, bare\" sends the library's own acquire and release scripts, with the same keys and arguments, straight through go-redis, "+
 		"with none of the library's work around them: what our wire protocol costs on this client (two script round trips). "+
 		"It is a floor for CPU, not for speed: the library's background work (the key watch's goroutine) can keep this VM's cores awake "+
-		"and make its cycles faster than the bare scripts', at more CPU per cycle.\n\n", r.cfg.uncRounds, r.cfg.uncWindow, r.rawSpread())
+		"and make its cycles faster than the bare scripts', at more or less CPU per cycle from one run to another.\n\n", r.cfg.uncRounds, r.cfg.uncWindow, r.rawSpread())
 	b.WriteString(uncTable(r.unc))
 	b.WriteString("\n")
 	b.WriteString(pairedTable(r.unc))
