@@ -16,6 +16,22 @@ import (
 
 // Findings of the second outside review of issue 17, each a test.
 
+// behindWriter starts a server where W1 (on a client of its own) holds the
+// RWMutex "cfg" for writing, and returns it with a client to that server
+// through a proxy adding latency, for readers to share.
+func behindWriter(t *testing.T, ctx context.Context, latency time.Duration) (*redistest.Server, *redis.Client, *redislock.RWMutex) {
+	t.Helper()
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	p.SetLatency(latency)
+	shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	w1 := mustRWMutex(t, s.Client(), "cfg")
+	if err := w1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, shared, w1
+}
+
 // waitInfo polls rw's Info until ok accepts it, failing t after 3 s.
 func waitInfo(t *testing.T, ctx context.Context, rw *redislock.RWMutex, what string, ok func(redislock.RWInfo) bool) {
 	t.Helper()
@@ -42,15 +58,8 @@ func waitInfoWithin(t *testing.T, ctx context.Context, rw *redislock.RWMutex, d 
 // on the same client meanwhile is in a new queue, whose registration the
 // late take-back must not remove: it comes in before the next writer.
 func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
-	s := redistest.Start(t)
 	ctx := ctxT(t)
-	p := proxyTo(t, s)
-	p.SetLatency(25 * time.Millisecond)
-	shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	w1 := mustRWMutex(t, s.Client(), "cfg")
-	if err := w1.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, shared, w1 := behindWriter(t, ctx, 25*time.Millisecond)
 	a, b := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
 	actx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	if err := a.RLock(actx); !errors.Is(err, redislock.ErrLocked) {
@@ -99,15 +108,8 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 	for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
 		t.Run(fmt.Sprint("latency ", latency), func(t *testing.T) {
-			s := redistest.Start(t)
 			ctx := ctxT(t)
-			p := proxyTo(t, s)
-			p.SetLatency(latency)
-			shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-			w1 := mustRWMutex(t, s.Client(), "cfg")
-			if err := w1.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
+			_, shared, w1 := behindWriter(t, ctx, latency)
 			for round := range 8 {
 				var wg sync.WaitGroup
 				var readers []*redislock.RWMutex
@@ -167,15 +169,8 @@ func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
 // writer (they come in one round trip apart; the admission lasts as long
 // as a waiting registration).
 func TestRWMutexManySharedReadersBeforeTheNextWriter(t *testing.T) {
-	s := redistest.Start(t)
 	ctx := ctxT(t)
-	p := proxyTo(t, s)
-	p.SetLatency(25 * time.Millisecond)
-	shared := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	w1 := mustRWMutex(t, s.Client(), "cfg")
-	if err := w1.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, shared, w1 := behindWriter(t, ctx, 25*time.Millisecond)
 	const n = 30
 	var (
 		mu    sync.Mutex
