@@ -294,7 +294,10 @@ func (l *core) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr erro
 // time left on ctx, and maxSlice; never less than minSlice.
 func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 	d := l.maxSlice
-	if pttl > 0 {
+	if pttl >= 0 {
+		// 0: the holder's key has less than a millisecond left (PTTL
+		// rounds down), so the shortest slice, not the longest; -1: it
+		// never expires.
 		d = min(d, time.Duration(pttl)*time.Millisecond)
 	}
 	if deadline, ok := ctx.Deadline(); ok {
