@@ -32,6 +32,9 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 // TrackerPokes returns how many times trackers were poked so far.
 func TrackerPokes() int64 { return pokes.Load() }
 
+// TrackerRounds counts the rounds of every tracker's goroutine (one per wake-up).
+func TrackerRounds() int64 { return runRounds.Load() }
+
 // WaitQueues returns how many local wait queues the process holds.
 func WaitQueues() int {
 	n := 0

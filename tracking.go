@@ -136,8 +136,11 @@ type tracker struct {
 	refused error                       // Redis refused tracking; retry after retryAt
 	retryAt time.Time
 	idle    *time.Timer // closes the connections after trackerIdle
-	wake    *time.Timer // pokes run at wakeAt (see wakeByLocked)
+	wake    *time.Timer // pokes run at wakeAt when it has work by then (see wakeFired)
 	wakeAt  time.Time   // when wake fires; zero when it is not pending
+	// emptySince is when the last hold ended, zero while holds are
+	// watched: run lingers runLinger after it, then exits.
+	emptySince time.Time
 	closed  bool        // out of the registry: make a new one
 	retire  bool        // close as soon as no hold is left (another tracker of the server is idle now)
 }
@@ -253,26 +256,26 @@ func (t *tracker) add(key string, h *hold) addResult {
 		t.idle = nil
 	}
 	t.retire = false
+	t.emptySince = time.Time{}
+	// run has nothing to do for the key before its first read: the wake
+	// timer pokes it then, if the hold is still on (a hold that ends
+	// sooner wakes nobody).
+	t.wakeByLocked(t.armAt[key])
 	if !t.running {
 		t.running = true
 		prev := t.exited
 		t.exited = make(chan struct{})
 		go t.run(prev, t.exited)
-		return addOK
 	}
-	// run has nothing to do for the key before its first read: waking it
-	// by then is enough (a hold that ends sooner wakes nobody).
-	t.wakeByLocked(t.armAt[key])
 	return addOK
 }
 
-// wakeByLocked has run woken (poked) no later than at, which is all run
-// needs to see a change that is not due before at: it then sets its own
-// timers from the state. A wake-up pending for at or earlier already does;
-// none pending, or one later, is (re)set. It is cheaper than a poke: no
-// goroutine runs until the timer fires, and one timer serves every change
-// until then (a tight acquire/release loop pokes run once per armDelay,
-// not twice per cycle). t.mu is held.
+// wakeByLocked has the wake timer fire no later than at, which is all run
+// needs for a change that is not due before at: the timer then pokes run
+// if it has work (see wakeFired). A wake-up pending for at or earlier
+// already does; none pending, or one later, is (re)set. It is cheaper than
+// a poke: no goroutine runs until the timer fires, and one timer serves
+// every change until then. t.mu is held.
 func (t *tracker) wakeByLocked(at time.Time) {
 	if !t.wakeAt.IsZero() && !t.wakeAt.After(at) {
 		return
@@ -286,12 +289,49 @@ func (t *tracker) wakeByLocked(at time.Time) {
 	t.wake.Reset(d)
 }
 
-// wakeFired is the wake timer's function.
+// wakeFired is the wake timer's function: it pokes run when run has work
+// by now (see dueLocked), and otherwise sets the timer again for when it
+// will. In a tight acquire/release loop every hold ends before its key's
+// first read, and the tracker is never empty for long: the timer fires
+// once per armDelay, and run is not woken at all (a wake-up of run costs
+// its timers, a look at its sockets and a goroutine switch, often on the
+// other core).
 func (t *tracker) wakeFired() {
 	t.mu.Lock()
 	t.wakeAt = time.Time{}
+	due, next := t.dueLocked(time.Now())
+	if !due && !next.IsZero() {
+		t.wakeByLocked(next)
+	}
 	t.mu.Unlock()
-	t.poke()
+	if due {
+		t.poke()
+	}
+}
+
+// dueLocked reports whether run has work by now that only the wake timer
+// tells it of: a new hold's key to read for the first time (see armDelay),
+// or no hold left for armDelay (run then lingers, and exits runLinger
+// after the last hold ended). Otherwise next is when it will, zero for
+// never: holds whose keys are read already are run's work only when an
+// invalidation or a poke comes. t.mu is held.
+func (t *tracker) dueLocked(now time.Time) (due bool, next time.Time) {
+	if len(t.holds) == 0 {
+		if !t.running {
+			return false, time.Time{}
+		}
+		at := t.emptySince.Add(armDelay)
+		return !now.Before(at), at
+	}
+	for _, at := range t.armAt {
+		if !now.Before(at) {
+			return true, time.Time{}
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return false, next
 }
 
 // remove stops watching key for h; a no-op when it was not watched.
@@ -312,14 +352,23 @@ func (t *tracker) remove(key string, h *hold) {
 	}
 	if len(t.holds) == 0 {
 		// run lingers, then exits: it need not know at once (a hold taken
-		// again meanwhile keeps it busy without a wake-up).
-		t.wakeByLocked(time.Now().Add(armDelay))
+		// again within armDelay keeps it busy without a wake-up).
+		t.emptiedLocked()
+		t.wakeByLocked(t.emptySince.Add(armDelay))
 	}
 }
 
-// pokes counts pokes, for the tests (one atomic add: cheaper than the
-// wake-up a poke causes).
-var pokes atomic.Int64
+// emptiedLocked records when the tracker was left without holds, if it
+// is: run's linger counts from then. t.mu is held.
+func (t *tracker) emptiedLocked() {
+	if len(t.holds) == 0 && t.emptySince.IsZero() {
+		t.emptySince = time.Now()
+	}
+}
+
+// pokes counts pokes, and runRounds the rounds of run's loop (each after
+// a wake-up), for the tests (one atomic add: cheaper than the wake-up).
+var pokes, runRounds atomic.Int64
 
 // poke wakes run without blocking.
 func (t *tracker) poke() {
@@ -377,16 +426,12 @@ func (t *tracker) expectEnd(key string, changed bool) {
 }
 
 // overdue reports whether an expected invalidation is late, and when the
-// next one is due (zero: none expected).
+// next one is due (zero: none expected). A new hold's first read is not
+// waited for here: the wake timer pokes run for it (see wakeFired).
 func (t *tracker) overdue() (late bool, next time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	for _, at := range t.armAt {
-		if next.IsZero() || at.Before(next) {
-			next = at // a new hold's first read
-		}
-	}
 	for _, due := range t.expect {
 		if due.IsZero() {
 			continue // its change is still in flight
@@ -451,11 +496,12 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 			t.becomeIdle()
 		}
 	}()
-	var emptySince time.Time // when the last hold ended; zero while holds are watched
-	failures := 0            // connection attempts failed in a row
+	var idleFrom time.Time // the emptySince run last became idle for
+	failures := 0          // connection attempts failed in a row
 	for {
+		runRounds.Add(1)
 		t.mu.Lock()
-		if t.closed || (len(t.holds) == 0 && (t.retire || !emptySince.IsZero() && time.Since(emptySince) >= runLinger)) {
+		if t.closed || (len(t.holds) == 0 && (t.retire || time.Since(t.emptySince) >= runLinger)) {
 			t.running = false
 			t.mu.Unlock()
 			return
@@ -464,15 +510,17 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 			// Linger a moment: a worker that takes the lock again and
 			// again keeps its tracker running, instead of stopping and
 			// starting it (and its receiver, with a PING) every time.
+			// Holds taken and ended meanwhile move emptySince on without
+			// waking run: the linger counts from the last one.
+			since := t.emptySince
 			t.mu.Unlock()
-			if emptySince.IsZero() {
-				emptySince = time.Now()
+			if !idleFrom.Equal(since) {
+				idleFrom = since
 				t.becomeIdle()
 			}
-			t.sleep(runLinger - time.Since(emptySince))
+			t.sleep(runLinger - time.Since(since))
 			continue
 		}
-		emptySince = time.Time{}
 		c = t.conns
 		t.mu.Unlock()
 
@@ -665,6 +713,7 @@ func (t *tracker) refuse(err error) {
 		delete(t.holds, key)
 	}
 	clear(t.dirty)
+	t.emptiedLocked()
 }
 
 // check reads the dirty keys (all of them on new connections) and ends
@@ -687,7 +736,8 @@ func (t *tracker) check(c *trackConns) error {
 		for k := range t.dirty {
 			if at, ok := t.armAt[k]; ok {
 				if now.Before(at) {
-					continue // a new hold's key: read it at armAt (see armDelay)
+					t.wakeByLocked(at) // a new hold's key: read it at armAt (see armDelay)
+					continue
 				}
 				delete(t.armAt, k)
 			}
@@ -773,6 +823,7 @@ func (t *tracker) settle(key, v string, missing bool, upTo uint64) {
 	}
 	if len(t.holds[key]) == 0 {
 		delete(t.holds, key)
+		t.emptiedLocked()
 	}
 	t.mu.Unlock()
 	reason := ErrTakenOver
@@ -794,6 +845,7 @@ func (t *tracker) unwatchKey(key string) []*hold {
 		hs = append(hs, h)
 	}
 	delete(t.holds, key)
+	t.emptiedLocked()
 	return hs
 }
 
@@ -812,6 +864,7 @@ func (t *tracker) handOver() {
 		delete(t.holds, key)
 	}
 	clear(t.dirty)
+	t.emptiedLocked()
 	t.mu.Unlock()
 	for _, h := range hs {
 		h.rewatch()

@@ -756,3 +756,47 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 		t.Fatalf("%d cycles poked the tracker %d times in %v, want at most %d (one per 2 ms)", cycles, pokes, took, bound)
 	}
 }
+
+// In a tight acquire/release loop the tracker's goroutine is not woken at
+// all: each hold ends before its key's first read is due (armDelay), and
+// the tracker is never empty for armDelay; its wake timer fires and finds
+// nothing to do. Only a cycle that outlives armDelay (a slow round trip),
+// or a pause between cycles as long, may wake it: twice at most each (a
+// first read, and the linger of an empty tracker). Waking it every
+// armDelay regardless costs its timers, a look at its sockets and a
+// goroutine switch each time: 500 a second.
+func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	mustAcquire(t, ctx, l) // the tracker starts, and reads the key once
+	time.Sleep(20 * time.Millisecond)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // run lingers, asleep
+	const cycles = 3000
+	const armDelay = 2 * time.Millisecond
+	slow := 0
+	before, start := redislock.TrackerRounds(), time.Now()
+	last := start
+	for range cycles {
+		began := time.Now()
+		mustAcquire(t, ctx, l)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now()
+		if end.Sub(began) >= armDelay || began.Sub(last) >= armDelay {
+			slow++
+		}
+		last = end
+	}
+	took, rounds := time.Since(start), redislock.TrackerRounds()-before
+	bound := int64(2*slow) + 10 // 10 to spare for other trackers of the process (the counter is global)
+	t.Logf("%d cycles in %v (%d of them or the pause before slower than %v): %d rounds of the tracker's goroutine (bound %d; one per armDelay would be %d)",
+		cycles, took, slow, armDelay, rounds, bound, took/armDelay)
+	if rounds > bound {
+		t.Fatalf("%d cycles woke the tracker's goroutine %d times in %v, want at most %d", cycles, rounds, took, bound)
+	}
+}
