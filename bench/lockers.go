@@ -36,6 +36,11 @@ type clientCfg struct {
 	// (ContextTimeoutEnabled off), as a user who did not read our README
 	// would; otherwise ContextTimeoutEnabled is on, as it advises.
 	defaults bool
+	// oneCore runs the measured window with GOMAXPROCS(1) (uncontended
+	// matrix only): no goroutine runs beside the loop on the other core,
+	// so the process's CPU per cycle is the work each library does, with
+	// no scheduler spinning or core kept awake in it.
+	oneCore bool
 }
 
 // withHook returns cc counting into sent, with ContextTimeoutEnabled.
@@ -43,10 +48,14 @@ func withHook(addr string, sent *atomic.Int64) clientCfg { return clientCfg{addr
 
 // configName names the client configuration in reports.
 func (cc clientCfg) configName() string {
+	name := "ContextTimeoutEnabled"
 	if cc.defaults {
-		return "defaults"
+		name = "defaults"
 	}
-	return "ContextTimeoutEnabled"
+	if cc.oneCore {
+		name += ", one core"
+	}
+	return name
 }
 
 // A worker takes and releases one lock. lock blocks until the lock is held

@@ -66,7 +66,7 @@ func main() {
 	flag.BoolVar(&cfg.onlyMixed, "only-mixed", false, "run only the mixed-fleet workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.mixedInProcess, "mixed-in-process", false, "run the mixed-fleet workers as goroutines of this process instead of a process each")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
-	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations) and print it (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations, and defaults on one core) and print it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyFamily, "only-family", false, "run only the family workload (the Semaphore beside the Lock) and log it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyScale, "only-scale", false, "run only the scale workloads (many names; many held locks with waiters) and print them (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")

@@ -58,11 +58,15 @@ func (r *report) markdown() string {
 
 	fmt.Fprintf(&b, "## 1. Uncontended: one worker, acquire + release\n\n")
 	fmt.Fprintf(&b, "Every library and a raw `SET NX PX` + `DEL` loop, each in both client configurations: go-redis's defaults, and `ContextTimeoutEnabled` "+
-		"(which our README asks for; rueidis has no such option, so its two rows are the same client). "+
+		"(which our README asks for; rueidis has no such option, so its rows are the same client), and a third time with go-redis's defaults on one core "+
+		"(`GOMAXPROCS(1)` for the window: no goroutine can run beside the loop on the other core, so process CPU per cycle is the work each library does, "+
+		"without the scheduler's spinning or a core kept awake by a background goroutine, which on this VM can make a cycle faster at more CPU). "+
+		"redis-server runs in a session of its own, as a service does: with the kernel's autogroup scheduling a server in the bench's session shares its CPU share, "+
+		"and there go-redis-lock's cycle cost 7–12 %% more process CPU than bsm/redislock's, against about 1 %% less in its own session (two alternating runs each). "+
 		"It runs in %d rounds: each round runs every library once in each configuration, for a window of %v, in an order rotated each round. "+
 		"This VM's speed drifts by tens of percent over seconds (this run's raw loop: %s cycles/s from its slowest round to its fastest), "+
 		"so only windows close in time compare: the figures are medians over the rounds, × raw is the median of the per-round ratios, "+
-		"and the second table compares go-redis-lock with each library round by round. "+
+		"and the second table compares go-redis-lock with each library round by round, with the middle half of the per-round CPU ratios (first to third quartile). "+
 		"Nothing is hooked into the measured client: Redis commands per cycle are `INFO commandstats` deltas (commands inside Lua scripts included), "+
 		"process CPU is this bench process's user+sys time (getrusage) over the window, Redis CPU the server's `used_cpu_user` + `used_cpu_sys`; both per cycle. "+
 		"Allocations per cycle (below) come from `testing.Benchmark` with `ContextTimeoutEnabled`. "+

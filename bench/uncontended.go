@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -248,22 +251,29 @@ func uncontendedMatrix(ctx context.Context, addr string, rounds int, d time.Dura
 	var rows []*uncRow
 	index := map[string]*uncRow{}
 	for round := 0; round < rounds; round++ {
-		for _, defaults := range []bool{true, false} {
+		for _, cfg := range uncConfigs {
 			for i := range all {
 				c := all[(i+round)%len(all)]
-				cc := clientCfg{addr: addr, defaults: defaults}
+				cc := cfg
+				cc.addr = addr
 				key := c.name + "/" + cc.configName()
 				row := index[key]
 				if row == nil {
 					row = &uncRow{name: c.name, config: cc.configName()}
 					index[key] = row
 				}
+				procs := runtime.GOMAXPROCS(0)
+				if cc.oneCore {
+					runtime.GOMAXPROCS(1) // before the worker starts its goroutines
+				}
 				w, err := c.worker(cc, uniqueName("uncontended"))
 				if err != nil {
+					runtime.GOMAXPROCS(procs)
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
 				r, err := measureUncontended(ctx, admin, w, d)
 				w.close()
+				runtime.GOMAXPROCS(procs)
 				if err != nil {
 					return nil, fmt.Errorf("%s: uncontended: %w", key, err)
 				}
@@ -273,17 +283,28 @@ func uncontendedMatrix(ctx context.Context, addr string, rounds int, d time.Dura
 		log.Printf("uncontended round %d of %d done", round+1, rounds)
 	}
 	// Report order: by configuration, then as contenders are listed.
-	for _, defaults := range []bool{true, false} {
+	for _, cfg := range uncConfigs {
 		for _, c := range all {
-			rows = append(rows, index[c.name+"/"+clientCfg{defaults: defaults}.configName()])
+			rows = append(rows, index[c.name+"/"+cfg.configName()])
 		}
 	}
 	return rows, nil
 }
 
+// uncConfigs are the matrix's configurations: both client options with
+// the machine's cores, and go-redis's defaults on one core.
+var uncConfigs = []clientCfg{{defaults: true}, {}, {defaults: true, oneCore: true}}
+
 // pairedRatio is, over the rounds, the median of a's figure over b's, and
 // in how many rounds a's was at most b's (lower) or at least (higher).
 func pairedRatio(a, b *uncRow, f func(uncRun) float64) (median float64, atMost, atLeast int) {
+	median, _, _, atMost, atLeast = pairedSpread(a, b, f)
+	return median, atMost, atLeast
+}
+
+// pairedSpread is pairedRatio with the quartiles of the per-round ratios
+// (nearest rank): half the rounds had a ratio between q1 and q3.
+func pairedSpread(a, b *uncRow, f func(uncRun) float64) (median, q1, q3 float64, atMost, atLeast int) {
 	var rs []float64
 	for i := range min(len(a.runs), len(b.runs)) {
 		x, y := f(a.runs[i]), f(b.runs[i])
@@ -298,7 +319,13 @@ func pairedRatio(a, b *uncRow, f func(uncRun) float64) (median float64, atMost, 
 			atLeast++
 		}
 	}
-	return medianF(rs, func(r float64) float64 { return r }), atMost, atLeast
+	if len(rs) == 0 {
+		return 0, 0, 0, atMost, atLeast
+	}
+	sorted := slices.Clone(rs)
+	slices.Sort(sorted)
+	rank := func(p float64) float64 { return sorted[max(int(math.Ceil(p*float64(len(sorted))))-1, 0)] }
+	return medianF(rs, func(r float64) float64 { return r }), rank(0.25), rank(0.75), atMost, atLeast
 }
 
 // pairedTable compares go-redis-lock with every other row of its client
@@ -307,7 +334,7 @@ func pairedRatio(a, b *uncRow, f func(uncRun) float64) (median float64, atMost, 
 // as fast, and at most as costly.
 func pairedTable(rows []*uncRow) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| client options | go-redis-lock against | cycles/s, ours ÷ theirs (median of rounds) | rounds ours ≥ | process CPU / cycle, ours ÷ theirs | rounds ours ≤ | Redis CPU / cycle, ours ÷ theirs |\n")
+	fmt.Fprintf(&b, "| client options | go-redis-lock against | cycles/s, ours ÷ theirs (median of rounds) | rounds ours ≥ | process CPU / cycle, ours ÷ theirs (median; middle half of rounds) | rounds ours ≤ | Redis CPU / cycle, ours ÷ theirs |\n")
 	fmt.Fprintf(&b, "|---|---|---:|---:|---:|---:|---:|\n")
 	for _, ours := range rows {
 		if ours.name != contenders[0].name {
@@ -318,10 +345,10 @@ func pairedTable(rows []*uncRow) string {
 				continue
 			}
 			speed, _, faster := pairedRatio(ours, r, func(x uncRun) float64 { return x.perSec })
-			cpu, cheaper, _ := pairedRatio(ours, r, func(x uncRun) float64 { return float64(x.procCPU) })
+			cpu, q1, q3, cheaper, _ := pairedSpread(ours, r, func(x uncRun) float64 { return float64(x.procCPU) })
 			rcpu, _, _ := pairedRatio(ours, r, func(x uncRun) float64 { return float64(x.redisCPU) })
-			fmt.Fprintf(&b, "| %s | %s | %.2f | %d of %d | %.2f | %d of %d | %.2f |\n",
-				ours.config, r.name, speed, faster, len(ours.runs), cpu, cheaper, len(ours.runs), rcpu)
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %d of %d | %.2f (%.2f–%.2f) | %d of %d | %.2f |\n",
+				ours.config, r.name, speed, faster, len(ours.runs), cpu, q1, q3, cheaper, len(ours.runs), rcpu)
 		}
 	}
 	return b.String()
