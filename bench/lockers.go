@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,9 @@ type clientCfg struct {
 	// so the process's CPU per cycle is the work each library does, with
 	// no scheduler spinning or core kept awake in it.
 	oneCore bool
+	// dial, when set, replaces the client's dialer (the no-server table:
+	// an in-process replier instead of redis-server).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // withHook returns cc counting into sent, with ContextTimeoutEnabled.
@@ -79,7 +83,7 @@ func (h counting) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 func goredisClient(cc clientCfg) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: cc.addr, ContextTimeoutEnabled: !cc.defaults})
+	c := redis.NewClient(&redis.Options{Addr: cc.addr, ContextTimeoutEnabled: !cc.defaults, Dialer: cc.dial})
 	if cc.sent != nil {
 		c.AddHook(counting{cc.sent})
 	}

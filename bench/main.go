@@ -44,6 +44,7 @@ type config struct {
 	mixedInProcess bool
 	onlyCache      bool // run the cache-stampede workload alone, print it, write nothing
 	onlyUnc        bool // run the uncontended matrix alone, print it, write nothing
+	onlyNoServer   bool // run the no-server table alone, print it, write nothing
 	onlyScale      bool // run the scale workloads alone, print them, write nothing
 	onlyFamily     bool // run the family workload alone, log it, write nothing
 	held, waiters  int  // the many-held workload's sizes
@@ -67,6 +68,7 @@ func main() {
 	flag.BoolVar(&cfg.mixedInProcess, "mixed-in-process", false, "run the mixed-fleet workers as goroutines of this process instead of a process each")
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations, and defaults on one core) and print it (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyNoServer, "only-noserver", false, "run only the no-server table (each go-redis library's cycle against an in-process replier: its own CPU, no kernel, no server) and print it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyFamily, "only-family", false, "run only the family workload (the Semaphore beside the Lock) and log it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyScale, "only-scale", false, "run only the scale workloads (many names; many held locks with waiters) and print them (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
@@ -116,6 +118,14 @@ func run(cfg config) error {
 		fmt.Print(scaleTables(rows, cfg))
 		return nil
 	}
+	if cfg.onlyNoServer {
+		rows, err := noServerMatrix(ctx, cfg.uncRounds, cfg.uncWindow)
+		if err != nil {
+			return err
+		}
+		fmt.Print(noServerTable(rows))
+		return nil
+	}
 	if cfg.onlyUnc {
 		rows, err := uncontendedMatrix(ctx, srv.addr, cfg.uncRounds, cfg.uncWindow)
 		if err != nil {
@@ -147,6 +157,10 @@ func run(cfg config) error {
 		return err
 	}
 	log.Printf("uncontended matrix:\n%s", uncTable(rep.unc))
+	if rep.noServer, err = noServerMatrix(ctx, cfg.uncRounds, cfg.uncWindow); err != nil {
+		return err
+	}
+	log.Printf("no-server table:\n%s", noServerTable(rep.noServer))
 
 	for _, c := range contenders {
 		res := &contenderResult{name: c.name, allocs: allocsPerCycle(ctx, srv.addr, c)}

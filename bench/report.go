@@ -16,6 +16,7 @@ type report struct {
 	ping              []time.Duration
 	raw               []cycles
 	unc               []*uncRow // the uncontended matrix
+	noServer          []*noServerRow
 	scale             []*scaleRow
 	results           []*contenderResult
 	renewals          []renewalCost  // the tracking workload: off, then on
@@ -81,6 +82,13 @@ func (r *report) markdown() string {
 	for _, c := range r.results {
 		fmt.Fprintf(&b, "| %s | %d |\n", c.name, c.allocs)
 	}
+	fmt.Fprintf(&b, "\n**Without a server.** The same cycle for every library on go-redis (rueidis needs RESP3 and a server's replies), "+
+		"against an in-process replier that answers each command at once from memory over `net.Pipe` (bench/noserver.go): no kernel socket, no server, "+
+		"no wait for a reply, so process CPU per cycle is go-redis's work, the library's own around it, and the replier's (the same per command for every library). "+
+		"The replier refuses go-redis-lock's key watch (as a server whose ACL forbids it would), so its row is the library without the watch. "+
+		"Against redis-server a cycle is several times longer, most of it the kernel's and the scheduler's; this is what each library adds on top of its client, "+
+		"without that noise. %d rounds of %v windows, libraries in an order rotated each round; medians.\n\n", r.cfg.uncRounds, r.cfg.uncWindow)
+	b.WriteString(noServerTable(r.noServer))
 	fmt.Fprintf(&b, "\n## 2. Contended: 8 workers on one name, each holding 1 ms\n\n")
 	fmt.Fprintf(&b, "Hand-off: from the holder's release returning to another worker's acquire returning (negative: the next holder had the lock before the releaser heard back); also from the release call.\n\n")
 	fmt.Fprintf(&b, "| library | acquisitions/s | hand-off p50 | hand-off p99 | p50 / PING | from release call p50 | commands/acquisition | per worker min–max | Jain |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
