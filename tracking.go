@@ -141,8 +141,8 @@ type tracker struct {
 	// emptySince is when the last hold ended, zero while holds are
 	// watched: run lingers runLinger after it, then exits.
 	emptySince time.Time
-	closed  bool        // out of the registry: make a new one
-	retire  bool        // close as soon as no hold is left (another tracker of the server is idle now)
+	closed     bool // out of the registry: make a new one
+	retire     bool // close as soon as no hold is left (another tracker of the server is idle now)
 }
 
 // trackConns are a tracker's connections: sub receives the invalidations,
