@@ -344,11 +344,7 @@ func (t *tracker) remove(key string, h *hold) {
 	}
 	delete(hs, h)
 	if len(hs) == 0 {
-		delete(t.holds, key)
-		delete(t.dirty, key)
-		delete(t.expect, key)
-		delete(t.armAt, key)
-		delete(t.tracked, key)
+		t.dropKeyLocked(key)
 	}
 	if len(t.holds) == 0 {
 		// run lingers, then exits: it need not know at once (a hold taken
@@ -356,6 +352,17 @@ func (t *tracker) remove(key string, h *hold) {
 		t.emptiedLocked()
 		t.wakeByLocked(t.emptySince.Add(armDelay))
 	}
+}
+
+// dropKeyLocked forgets key, whose last hold is no longer watched: a
+// first read still due for it (armAt) would otherwise have the wake timer
+// poke run for nothing, every time it fires. t.mu is held.
+func (t *tracker) dropKeyLocked(key string) {
+	delete(t.holds, key)
+	delete(t.dirty, key)
+	delete(t.expect, key)
+	delete(t.armAt, key)
+	delete(t.tracked, key)
 }
 
 // emptiedLocked records when the tracker was left without holds, if it
@@ -710,9 +717,8 @@ func (t *tracker) refuse(err error) {
 		for h := range hs {
 			h.clearWatch()
 		}
-		delete(t.holds, key)
+		t.dropKeyLocked(key)
 	}
-	clear(t.dirty)
 	t.emptiedLocked()
 }
 
@@ -822,7 +828,7 @@ func (t *tracker) settle(key, v string, missing bool, upTo uint64) {
 		}
 	}
 	if len(t.holds[key]) == 0 {
-		delete(t.holds, key)
+		t.dropKeyLocked(key)
 		t.emptiedLocked()
 	}
 	t.mu.Unlock()
@@ -844,7 +850,7 @@ func (t *tracker) unwatchKey(key string) []*hold {
 		h.clearWatch()
 		hs = append(hs, h)
 	}
-	delete(t.holds, key)
+	t.dropKeyLocked(key)
 	t.emptiedLocked()
 	return hs
 }
@@ -861,9 +867,8 @@ func (t *tracker) handOver() {
 			h.clearWatch()
 			hs = append(hs, h)
 		}
-		delete(t.holds, key)
+		t.dropKeyLocked(key)
 	}
-	clear(t.dirty)
 	t.emptiedLocked()
 	t.mu.Unlock()
 	for _, h := range hs {

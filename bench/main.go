@@ -93,6 +93,14 @@ func main() {
 }
 
 func run(cfg config) error {
+	if cfg.onlyNoServer { // no redis-server needed
+		rows, err := noServerMatrix(context.Background(), cfg.uncRounds, cfg.uncWindow)
+		if err != nil {
+			return err
+		}
+		fmt.Print(noServerTable(rows))
+		return nil
+	}
 	srv, err := startRedis()
 	if err != nil {
 		return err
@@ -116,14 +124,6 @@ func run(cfg config) error {
 			return err
 		}
 		fmt.Print(scaleTables(rows, cfg))
-		return nil
-	}
-	if cfg.onlyNoServer {
-		rows, err := noServerMatrix(ctx, cfg.uncRounds, cfg.uncWindow)
-		if err != nil {
-			return err
-		}
-		fmt.Print(noServerTable(rows))
 		return nil
 	}
 	if cfg.onlyUnc {

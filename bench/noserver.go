@@ -8,39 +8,39 @@ import (
 	"log"
 	"net"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // The no-server table: each library's uncontended cycle against an
 // in-process replier that answers every command at once from memory (see
 // fakeReply), over net.Pipe. No kernel socket, no server, no waiting for
 // a reply: the process's CPU per cycle is go-redis's work, the library's
-// own work around it, and the replier's (the same for every library, per
-// command). Against a real server the cycle is about ten times longer, and
-// mostly the kernel's and the scheduler's; this table shows what a library
-// itself costs on top of the client it runs on, without that noise.
+// own work around it, and the replier's (which grows with each
+// command's length). Against a real server the cycle is several times
+// longer, and mostly the kernel's and the scheduler's; this table shows
+// what a library itself costs on top of the client it runs on, without
+// that noise.
 
 // fakeReply is the reply to one command, as the contenders' commands need
 // them for an uncontended cycle: go-redis-lock's acquire and release
 // scripts (three keys), bsm/redislock's and redsync's scripts (one key),
-// SET, DEL and SCRIPT LOAD. Anything else, HELLO and the key watch's set-up among them,
-// gets an error reply: go-redis then speaks RESP2, and go-redis-lock's key
-// watch finds tracking refused, as with a server whose ACL forbids it, so
-// its row is the library without the watch.
-func fakeReply(args []string) string {
+// SET, DEL and SCRIPT LOAD. args holds the command's first three
+// arguments, n is how many it has. Anything else, HELLO among them, gets
+// an error reply: go-redis then speaks RESP2.
+func fakeReply(args []string, n int) string {
 	if len(args) == 0 {
 		return "-ERR empty command\r\n"
 	}
 	switch strings.ToLower(args[0]) {
 	case "evalsha", "eval":
 		switch {
-		case len(args) >= 3 && args[2] == "3" && len(args) >= 10: // our acquire: acquired, token 0
+		case len(args) >= 3 && args[2] == "3" && n >= 10: // our acquire: acquired, token 0
 			return "*2\r\n:0\r\n:0\r\n"
 		case len(args) >= 3 && args[2] == "3": // our release: released
 			return ":0\r\n"
-		case len(args) == 7: // bsm/redislock's obtain: EVALSHA sha 1 key value token-length ttl
+		case n == 7: // bsm/redislock's obtain: EVALSHA sha 1 key value token-length ttl
 			return "+OK\r\n"
 		default: // a one-key release (bsm/redislock, redsync): deleted
 			return ":1\r\n"
@@ -55,45 +55,71 @@ func fakeReply(args []string) string {
 	return "-ERR unknown command '" + args[0] + "'\r\n"
 }
 
-// serveFake answers the commands read from c until it is closed.
+// serveFake answers the commands read from c until it is closed. It keeps
+// only what fakeReply reads (the first three arguments, in buffers used
+// again) and skips the rest, so that its work per command is reading the
+// command's bytes, with no allocation per argument.
 func serveFake(c net.Conn) {
 	defer c.Close()
 	r, w := bufio.NewReader(c), bufio.NewWriter(c)
-	var args []string
+	var (
+		bufs [3][]byte
+		args = make([]string, 0, 3)
+	)
 	for {
 		n, err := readLen(r, '*')
 		if err != nil {
 			return
 		}
 		args = args[:0]
-		for range n {
+		for i := range n {
 			size, err := readLen(r, '$')
 			if err != nil {
 				return
 			}
-			buf := make([]byte, size+2)
-			if _, err := io.ReadFull(r, buf); err != nil {
+			if i >= len(bufs) {
+				if _, err := r.Discard(size + 2); err != nil {
+					return
+				}
+				continue
+			}
+			if cap(bufs[i]) < size+2 {
+				bufs[i] = make([]byte, size+2)
+			}
+			b := bufs[i][:size+2]
+			if _, err := io.ReadFull(r, b); err != nil {
 				return
 			}
-			args = append(args, string(buf[:size]))
+			args = append(args, unsafeString(b[:size]))
 		}
-		w.WriteString(fakeReply(args))
+		w.WriteString(fakeReply(args, n))
 		if err := w.Flush(); err != nil {
 			return
 		}
 	}
 }
 
+// unsafeString is b as a string without a copy; fakeReply keeps none of
+// its arguments.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // readLen reads a RESP length line: the prefix, then the number.
 func readLen(r *bufio.Reader, prefix byte) (int, error) {
-	line, err := r.ReadString('\n')
+	line, err := r.ReadSlice('\n')
 	if err != nil {
 		return 0, err
 	}
-	if len(line) < 3 || line[0] != prefix {
+	if len(line) < 4 || line[0] != prefix || line[len(line)-2] != '\r' {
 		return 0, fmt.Errorf("bad RESP line %q", line)
 	}
-	return strconv.Atoi(strings.TrimSuffix(line[1:], "\r\n"))
+	n := 0
+	for _, c := range line[1 : len(line)-2] {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("bad RESP line %q", line)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
 }
 
 // fakeDial connects to a new replier.

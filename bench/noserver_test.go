@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,8 +43,37 @@ func TestFakeReply(t *testing.T) {
 		{[]string{"HELLO", "3"}, "-ERR unknown command 'HELLO'\r\n"},
 		{[]string{"client", "id"}, "-ERR unknown command 'client'\r\n"},
 	} {
-		if got := fakeReply(c.args); got != c.want {
+		if got := fakeReply(c.args[:min(3, len(c.args))], len(c.args)); got != c.want {
 			t.Errorf("fakeReply(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
+// The replier reads commands off a connection as go-redis writes them,
+// lengths of several digits and arguments past the third included, and
+// answers each, its buffers used again from one command to the next.
+func TestServeFake(t *testing.T) {
+	a, b := net.Pipe()
+	go serveFake(b)
+	defer a.Close()
+	key := strings.Repeat("k", 120)
+	cmd := "*10\r\n$7\r\nevalsha\r\n$1\r\nx\r\n$1\r\n3\r\n$120\r\n" + key + "\r\n$2\r\nk2\r\n$2\r\nk3\r\n$2\r\nid\r\n$5\r\n10000\r\n$1\r\n1\r\n$1\r\n1\r\n"
+	r := bufio.NewReader(a)
+	roundTrip := func() string {
+		go a.Write([]byte(cmd))
+		var got string
+		for range 3 {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += line
+		}
+		return got
+	}
+	for i := range 3 {
+		if got := roundTrip(); got != "*2\r\n:0\r\n:0\r\n" {
+			t.Fatalf("command %d: reply %q", i, got)
 		}
 	}
 }

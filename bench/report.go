@@ -62,8 +62,7 @@ func (r *report) markdown() string {
 		"(which our README asks for; rueidis has no such option, so its rows are the same client), and a third time with go-redis's defaults on one core "+
 		"(`GOMAXPROCS(1)` for the window: no goroutine can run beside the loop on the other core, so process CPU per cycle is the work each library does, "+
 		"without the scheduler's spinning or a core kept awake by a background goroutine, which on this VM can make a cycle faster at more CPU). "+
-		"redis-server runs in a session of its own, as a service does: with the kernel's autogroup scheduling a server in the bench's session shares its CPU share, "+
-		"and there go-redis-lock's cycle cost 7–12 %% more process CPU than bsm/redislock's, against about 1 %% less in its own session (two alternating runs each). "+
+		"redis-server runs in a session of its own, as a service does (with the kernel's autogroup scheduling a session is a CPU scheduling group). "+
 		"It runs in %d rounds: each round runs every library once in each configuration, for a window of %v, in an order rotated each round. "+
 		"This VM's speed drifts by tens of percent over seconds (this run's raw loop: %s cycles/s from its slowest round to its fastest), "+
 		"so only windows close in time compare: the figures are medians over the rounds, × raw is the median of the per-round ratios, "+
@@ -85,7 +84,8 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\n**Without a server.** The same cycle for every library on go-redis (rueidis needs RESP3 and a server's replies), "+
 		"against an in-process replier that answers each command at once from memory over `net.Pipe` (bench/noserver.go): no kernel socket, no server, "+
 		"no wait for a reply, so process CPU per cycle is go-redis's work, the library's own around it, and the replier's (the same per command for every library). "+
-		"The replier refuses go-redis-lock's key watch (as a server whose ACL forbids it would), so its row is the library without the watch. "+
+		"The replier's own work grows with each command's length (ours are the longest: three keys), and it answers HELLO with an error, so every library speaks RESP2 here. "+
+		"go-redis-lock's key watch never connects in this loop (every hold ends before its key's first read is due, 2 ms after it is taken), so its row has the watch's bookkeeping per hold, as against Redis, but no reads. "+
 		"Against redis-server a cycle is several times longer, most of it the kernel's and the scheduler's; this is what each library adds on top of its client, "+
 		"without that noise. %d rounds of %v windows, libraries in an order rotated each round; medians.\n\n", r.cfg.uncRounds, r.cfg.uncWindow)
 	b.WriteString(noServerTable(r.noServer))

@@ -41,11 +41,7 @@ func startRedis() (*server, error) {
 		"--appendonly", "no", "--dir", dir, "--maxclients", "10000")
 	// The server runs in a session of its own, as a Redis service does,
 	// not in the bench's: with the kernel's autogroup scheduling (on by
-	// default) a process's session is its CPU scheduling group, and a
-	// server in the bench's group shares the bench's CPU share and is
-	// woken under it. There it made go-redis-lock's uncontended cycle cost
-	// 7-12 % more process CPU than bsm/redislock's, and 1 % less in its own
-	// (bench/RESULTS.md, section 1).
+	// default) a process's session is its CPU scheduling group.
 	s.cmd.SysProcAttr = serverAttr()
 	if err := s.cmd.Start(); err != nil {
 		return nil, err

@@ -322,10 +322,22 @@ func pairedSpread(a, b *uncRow, f func(uncRun) float64) (median, q1, q3 float64,
 	if len(rs) == 0 {
 		return 0, 0, 0, atMost, atLeast
 	}
-	sorted := slices.Clone(rs)
-	slices.Sort(sorted)
-	rank := func(p float64) float64 { return sorted[max(int(math.Ceil(p*float64(len(sorted))))-1, 0)] }
-	return medianF(rs, func(r float64) float64 { return r }), rank(0.25), rank(0.75), atMost, atLeast
+	return quantile(rs, 0.5), quantile(rs, 0.25), quantile(rs, 0.75), atMost, atLeast
+}
+
+// quantile is the p-quantile of xs, interpolated between the two nearest
+// ranks (so the median of an even count is the mean of the middle two, and
+// the quartiles of 15 rounds fall on the 4th and 12th).
+func quantile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	h := p * float64(len(s)-1)
+	lo := int(math.Floor(h))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (h-float64(lo))*(s[hi]-s[lo])
 }
 
 // pairedTable compares go-redis-lock with every other row of its client
