@@ -1,6 +1,10 @@
 package redislock
 
-import "time"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Watched reports whether l's current hold is watched by a tracker.
 func Watched(l *Lock) bool {
@@ -40,4 +44,23 @@ func WaitQueues() int {
 	n := 0
 	waitQueues.Range(func(_, _ any) bool { n++; return true })
 	return n
+}
+
+// TrackerWakeFires counts the firings of every tracker's wake timer.
+func TrackerWakeFires() int64 { return wakeFires.Load() }
+
+// TrackerChurnWake returns the wake timer's pause of client's trackers
+// (the longest, on a cluster): zero while holds do not come and go.
+func TrackerChurnWake(client redis.UniversalClient) time.Duration {
+	var d time.Duration
+	trackers.Range(func(k, v any) bool {
+		if k.(trackerKey).client == client {
+			t := v.(*tracker)
+			t.mu.Lock()
+			d = max(d, t.churnWake)
+			t.mu.Unlock()
+		}
+		return true
+	})
+	return d
 }

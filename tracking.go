@@ -65,6 +65,11 @@ const (
 	// change of the key before the read is seen by the read itself.
 	armDelay = 2 * time.Millisecond
 
+	// churnWakeMax is the longest pause of the wake timer while holds
+	// come and go faster than armDelay (see wakeFired): a hold taken then
+	// that lasts is read this much later at most.
+	churnWakeMax = 20 * time.Millisecond
+
 	// idlePing is how long a tracker's connection may stay idle before it
 	// is pinged: the subscriber after so long without a message (three
 	// unanswered in a row count as a broken connection), the reader after
@@ -138,6 +143,11 @@ type tracker struct {
 	idle    *time.Timer // closes the connections after trackerIdle
 	wake    *time.Timer // pokes run at wakeAt when it has work by then (see wakeFired)
 	wakeAt  time.Time   // when wake fires; zero when it is not pending
+	// quietUntil is when the wake timer may fire next at the earliest,
+	// and churnWake the pause that set it (see wakeFired); zero when
+	// holds do not come and go.
+	quietUntil time.Time
+	churnWake  time.Duration
 	// emptySince is when the last hold ended, zero while holds are
 	// watched: run lingers runLinger after it, then exits.
 	emptySince time.Time
@@ -277,6 +287,9 @@ func (t *tracker) add(key string, h *hold) addResult {
 // a poke: no goroutine runs until the timer fires, and one timer serves
 // every change until then. t.mu is held.
 func (t *tracker) wakeByLocked(at time.Time) {
+	if at.Before(t.quietUntil) {
+		at = t.quietUntil
+	}
 	if !t.wakeAt.IsZero() && !t.wakeAt.After(at) {
 		return
 	}
@@ -297,10 +310,23 @@ func (t *tracker) wakeByLocked(at time.Time) {
 // its timers, a look at its sockets and a goroutine switch, often on the
 // other core).
 func (t *tracker) wakeFired() {
+	wakeFires.Add(1)
 	t.mu.Lock()
 	t.wakeAt = time.Time{}
-	due, next := t.dueLocked(time.Now())
-	if !due && !next.IsZero() {
+	now := time.Now()
+	due, next := t.dueLocked(now)
+	if due || next.IsZero() {
+		t.quietUntil, t.churnWake = time.Time{}, 0
+	} else {
+		// Nothing due: the holds the timer was set for ended before their
+		// first read, and younger ones took their place. While that goes
+		// on (a tight acquire/release loop), each such firing doubles the
+		// pause before the next, up to churnWakeMax: a timer that fires
+		// every armDelay costs this process a tenth more CPU per cycle on
+		// one core (bench/, section 1). A hold that lasts is then read up
+		// to churnWakeMax late, and the pause starts again from armDelay.
+		t.churnWake = min(max(2*t.churnWake, armDelay), churnWakeMax)
+		t.quietUntil = now.Add(t.churnWake)
 		t.wakeByLocked(next)
 	}
 	t.mu.Unlock()
@@ -373,9 +399,10 @@ func (t *tracker) emptiedLocked() {
 	}
 }
 
-// pokes counts pokes, and runRounds the rounds of run's loop (each after
-// a wake-up), for the tests (one atomic add: cheaper than the wake-up).
-var pokes, runRounds atomic.Int64
+// pokes counts pokes, runRounds the rounds of run's loop (each after a
+// wake-up), and wakeFires the wake timer's firings, for the tests (one
+// atomic add: cheaper than the wake-up).
+var pokes, runRounds, wakeFires atomic.Int64
 
 // poke wakes run without blocking.
 func (t *tracker) poke() {

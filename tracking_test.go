@@ -800,3 +800,97 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 		t.Fatalf("%d cycles woke the tracker's goroutine %d times in %v, want at most %d", cycles, rounds, took, bound)
 	}
 }
+
+// Nor does its wake timer fire every armDelay: while holds come and go
+// faster than their first reads, the pause between firings doubles up to
+// 20 ms (a timer firing every 2 ms cost a tenth more CPU per cycle on one
+// core in bench/'s uncontended loop).
+func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client()
+	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
+	mustAcquire(t, ctx, l) // the tracker starts
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 3000
+	var longest time.Duration // the longest pause seen
+	before, start := redislock.TrackerWakeFires(), time.Now()
+	for i := range cycles {
+		mustAcquire(t, ctx, l)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			longest = max(longest, redislock.TrackerChurnWake(c))
+		}
+	}
+	took, fires := time.Since(start), redislock.TrackerWakeFires()-before
+	t.Logf("longest pause of the wake timer: %v", longest)
+	if longest > 20*time.Millisecond {
+		t.Fatalf("the wake timer paused %v; a hold taken meanwhile would be read that late, want 20 ms at most", longest)
+	}
+	// About one per 20 ms, a few more each time a slow cycle starts the
+	// pauses again from 2 ms, and 20 to spare for other trackers of the
+	// process (the counter is global); one per 2 ms would be took/2ms.
+	bound := int64(took/(8*time.Millisecond)) + 20
+	t.Logf("%d cycles in %v: %d firings of the wake timer (bound %d; one per 2 ms would be %d)", cycles, took, fires, bound, took/(2*time.Millisecond))
+	if fires > bound {
+		t.Fatalf("%d cycles fired the wake timer %d times in %v, want at most %d", cycles, fires, took, bound)
+	}
+}
+
+// A hold taken while another Lock of the same client acquires and
+// releases in a tight loop (its tracker's wake timer backed off, see
+// TestTightLoopFiresTheWakeTimerRarely) is still watched soon: its key is
+// read within the longest pause (20 ms), and a DEL is noticed at once
+// after that.
+func TestHoldTakenDuringChurnIsWatched(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client()
+	churn := mustNew(t, c, "churn", redislock.WithExpire(10*time.Second))
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := churn.Acquire(ctx); err != nil {
+				done <- err
+				return
+			}
+			if err := churn.Release(ctx); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("churn: %v", err)
+		}
+	}()
+	time.Sleep(time.Second) // the wake timer has backed off to its longest pause
+	for i := range 5 {
+		job := mustNew(t, c, fmt.Sprintf("job-%d", i), redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+		mustAcquire(t, ctx, job)
+		time.Sleep(100 * time.Millisecond) // past the longest pause: the key has been read
+		start := time.Now()
+		if err := admin.Del(ctx, job.Key()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-job.Done():
+			t.Logf("hold %d, taken during the churn: DEL -> Done in %v", i, time.Since(start))
+		case <-time.After(500 * time.Millisecond):
+			t.Fatalf("hold %d, taken during the churn: DEL not noticed within 500 ms (watched: %v)", i, redislock.Watched(job))
+		}
+	}
+}
