@@ -740,12 +740,7 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 	}
 	const cycles = 1000
 	before, start := redislock.TrackerPokes(), time.Now()
-	for range cycles {
-		mustAcquire(t, ctx, l)
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tightLoop(t, ctx, l, cycles, nil)
 	took, pokes := time.Since(start), redislock.TrackerPokes()-before
 	// One poke per armDelay of the loop at most, and 100 to spare for
 	// other trackers of the process (the counter is global); poking at
@@ -780,18 +775,12 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 	slow := 0
 	before, start := redislock.TrackerRounds(), time.Now()
 	last := start
-	for range cycles {
-		began := time.Now()
-		mustAcquire(t, ctx, l)
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		end := time.Now()
+	tightLoop(t, ctx, l, cycles, func(_ int, began, end time.Time) {
 		if end.Sub(began) >= armDelay || began.Sub(last) >= armDelay {
 			slow++
 		}
 		last = end
-	}
+	})
 	took, rounds := time.Since(start), redislock.TrackerRounds()-before
 	bound := int64(2*slow) + 10 // 10 to spare for other trackers of the process (the counter is global)
 	t.Logf("%d cycles in %v (%d of them or the pause before slower than %v): %d rounds of the tracker's goroutine (bound %d; one per armDelay would be %d)",
@@ -817,15 +806,11 @@ func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
 	const cycles = 3000
 	var longest time.Duration // the longest pause seen
 	before, start := redislock.TrackerWakeFires(), time.Now()
-	for i := range cycles {
-		mustAcquire(t, ctx, l)
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	tightLoop(t, ctx, l, cycles, func(i int, _, _ time.Time) {
 		if i%10 == 0 {
 			longest = max(longest, redislock.TrackerChurnWake(c))
 		}
-	}
+	})
 	took, fires := time.Since(start), redislock.TrackerWakeFires()-before
 	t.Logf("longest pause of the wake timer: %v", longest)
 	if longest > 20*time.Millisecond {
@@ -891,6 +876,23 @@ func TestHoldTakenDuringChurnIsWatched(t *testing.T) {
 			t.Logf("hold %d, taken during the churn: DEL -> Done in %v", i, time.Since(start))
 		case <-time.After(500 * time.Millisecond):
 			t.Fatalf("hold %d, taken during the churn: DEL not noticed within 500 ms (watched: %v)", i, redislock.Watched(job))
+		}
+	}
+}
+
+// tightLoop acquires and releases l cycles times in a row, calling each
+// (when not nil) after every cycle with its number and when it began and
+// ended.
+func tightLoop(t *testing.T, ctx context.Context, l *redislock.Lock, cycles int, each func(i int, began, end time.Time)) {
+	t.Helper()
+	for i := range cycles {
+		began := time.Now()
+		mustAcquire(t, ctx, l)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if each != nil {
+			each(i, began, time.Now())
 		}
 	}
 }
