@@ -54,6 +54,7 @@ func TestShortestSliceIsSafeOnOldServers(t *testing.T) {
 	c := b.client()
 	rec := &blpopRecorder{}
 	c.AddHook(rec)
+	redislock.AddWaitHook(c, rec)
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
 	if err := admin.Set(context.Background(), l.Key(), "someone", time.Millisecond).Err(); err != nil {
 		t.Fatal(err)

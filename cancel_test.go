@@ -155,7 +155,7 @@ func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
 	gate := make(chan struct{})
 	c := s.Client()
-	c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 		for _, cmd := range cmds {
 			if cmd.Name() == "lpush" {
 				<-gate
@@ -271,7 +271,7 @@ func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := s.Client()
-	c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 		err := next(ctx, cmds)
 		if len(cmds) > 0 && cmds[0].Name() == "blpop" {
 			cancel() // the reply is in, and the caller is told to stop

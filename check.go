@@ -171,6 +171,9 @@ func checkTracking(node redis.UniversalClient, addr string, c config) []Finding 
 		return finding(Warning, "key tracking not available on a %T: a lost lock is found at the next renewal or the local deadline", node)
 	}
 	conns, err := connectTracking(*n.Options())
+	if err != nil && !refusesTracking(err) {
+		return finding(Warning, "key tracking could not be set up just now (%v): holds are watched once it can, retried with backoff; until then a lost lock is found at the next renewal or the local deadline", err)
+	}
 	if err != nil {
 		return finding(Warning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
 	}

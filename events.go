@@ -43,6 +43,7 @@ const (
 	loggerRelease         = "redis_lock.release"
 	loggerLost            = "redis_lock.lost"  // ours: Python is not told of a loss
 	loggerReset           = "redis_lock.reset" // ours: Python's reset and reset_all log nothing
+	loggerWatch           = "redis_lock.watch" // ours: the key watch (WithTracking)
 )
 
 // logging reports whether level is logged; when it is not, no attribute
@@ -378,4 +379,15 @@ func (m multiObserver) HoldEnd(e HoldEndEvent) {
 	for _, o := range m {
 		o.HoldEnd(e)
 	}
+}
+
+// watchRefused logs that the hold of in is no longer watched: Redis refused
+// the key watch (see refusesTracking), and a loss is found by renewal or
+// the local deadline.
+func (e *events) watchRefused(in LockRef, err error) {
+	ctx := context.Background()
+	if !e.logging(ctx, slog.LevelWarn) {
+		return
+	}
+	e.logLock(ctx, slog.LevelWarn, loggerWatch, "key watch refused: a loss is found at the next renewal or the local deadline", in, errAttr(err))
 }

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,4 +64,22 @@ func TrackerChurnWake(client redis.UniversalClient) time.Duration {
 		return true
 	})
 	return d
+}
+
+// AddWaitHook adds hook to the connections that client's waits run on (see
+// waitrt.go), as client.AddHook(hook) does to client's own: go-redis hooks
+// do not reach a client made from another's options. A test that injects
+// faults into waits through a hook calls both. The runtime keeps the hook
+// (and its connections) until Shutdown.
+func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
+	rt, err := runtimeFor(context.Background(), client, "")
+	if err != nil {
+		panic(err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.hooks = append(rt.hooks, hook)
+	if rt.own != nil {
+		rt.own.AddHook(hook)
+	}
 }

@@ -21,11 +21,11 @@ func TestMain(m *testing.M) {
 }
 
 // verifyNoLeaks fails t if goroutines other than those of before are left,
-// once the key trackers are closed (a tracker that was stopping as the
+// once the wait runtimes and key trackers are closed (a tracker that was stopping as the
 // test stopped its server may have made go-redis retry a dial).
 func verifyNoLeaks(t *testing.T, before goleak.Option) {
 	t.Helper()
-	redislock.CloseTrackers()
+	redislock.Shutdown()
 	if err := leakcheck.Find(before); err != nil {
 		t.Error(err)
 	}

@@ -141,6 +141,14 @@ func (q *waitQueue) queueToken() string {
 	return q.token
 }
 
+// tokenSent reports whether q's token was made, and so may have been sent
+// in a try that registered it.
+func (q *waitQueue) tokenSent() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.token != ""
+}
+
 // queue returns t's queue; nil for a nil t.
 func (t *ticket) queue() *waitQueue {
 	if t == nil {

@@ -608,3 +608,49 @@ func TestRWMutexOneParticipant(t *testing.T) {
 	}
 	rw.Unlock(ctx)
 }
+
+// Readers that share a client take turns in one local queue, which waits
+// in Redis under one registration; a writer's release admits it. Whichever
+// reader leaves that queue last takes the admission back, even one that
+// came in at its first try and never registered itself: else no writer
+// gets in for as long as an admission lasts, though nobody holds the
+// mutex (one writer and four readers on one client ran at a tenth of the
+// speed of a client each).
+//
+// The readers' client is slowed by 100 ms each way, so that the second
+// reader, which asks after the writer's release, answers after the first.
+func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	p := proxyTo(t, s)
+	shared := clientVia(t, p)
+	w := mustRWMutex(t, s.Client(), "cfg")
+	if err := w.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
+	first := make(chan error, 1)
+	go func() { first <- r1.RLock(ctx) }()
+	waitInfo(t, ctx, w, "the first reader waits", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+	p.SetLatency(100 * time.Millisecond)
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- r2.RLock(ctx) }() // joins the queue behind the woken first reader
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatalf("RLock() = %v", err)
+		}
+	}
+	p.SetLatency(0)
+	for _, r := range []*redislock.RWMutex{r1, r2} {
+		if err := r.RUnlock(ctx); err != nil {
+			t.Fatalf("RUnlock() = %v", err)
+		}
+	}
+	if err := w.TryLock(ctx); err != nil {
+		info, _ := w.Info(ctx)
+		t.Fatalf("TryLock() with nobody holding = %v, want nil (Info %+v)", err, info)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -95,15 +94,20 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			emptied = t.leave(l.expiresHint(res, terr, sent), acquired)
 		}
 		switch {
-		case l.proto.leave == nil || !maybe:
-		case l.proto.queueRegisters && emptied:
-			l.leave(t.q) // the queue's registration, once nobody waits in it
-		case !l.proto.queueRegisters && !acquired:
+		case l.proto.leave == nil:
+		case l.proto.queueRegisters:
+			// The queue's registration, and the admission it may have
+			// been given, once nobody waits in it: whoever leaves last,
+			// even one that came in at its first try and registered
+			// nothing itself.
+			if emptied && t.q.tokenSent() {
+				l.leave(t.q)
+			}
+		case maybe && !acquired:
 			l.leave(nil) // stop waiting in Redis, where others wait behind us
 		}
 	}()
 	popped := false         // the last BLPOP took a wake-up signal
-	wake := ""              // this waiter's wake key, made when it first waits in Redis
 	var pause time.Duration // between waits while the slot migrates
 	for {
 		if terr != nil {
@@ -154,11 +158,8 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 		if err := ctx.Err(); err != nil {
 			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 		}
-		if wake == "" {
-			wake = wakeKey(l.keys[1])
-		}
 		wsent := time.Now()
-		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), wake, t.q)
+		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), t.q)
 		if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 			// Given up while waiting: abandonWait settles the attempt.
 			// res, from the try before, is what the next waiter learns.
@@ -208,10 +209,21 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 // waiting, in the mode that does not register; q is the caller's local
 // queue, if any (see prepared).
 func (l *core) try(ctx context.Context, blocking bool, q *waitQueue) (acquireResult, error) {
+	mode := tryFirst
+	if !blocking && l.proto.registers {
+		mode = tryOnly
+	}
+	return l.tryAs(ctx, mode, q)
+}
+
+// tryAs runs the acquire script once, as a try of mode m (tryFirst,
+// tryWoken or tryOnly); a topology reply has it sent again without the
+// turn keys (trySolo), or, for tryOnly, as it was.
+func (l *core) tryAs(ctx context.Context, mode tryMode, q *waitQueue) (acquireResult, error) {
 	in := l.ident.Load()
-	mode, solo := tryFirst, trySolo
-	if !blocking && in.onlyCmd != nil {
-		mode, solo = tryOnly, tryOnly // the solo keys are all the keys: it registers nothing either
+	solo := trySolo
+	if mode == tryOnly {
+		solo = tryOnly // the solo keys are all the keys: it registers nothing either
 	}
 	acquireCmd, acquireArgs := l.prepared(in, mode, q)
 	if !l.ack.on() {
@@ -306,29 +318,35 @@ func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 	return max(d, minSlice)
 }
 
-// waitAndTry sends BLPOP on the signal list for d and, in the same
-// pipeline, the next try-acquire (see pipeWait), and returns its outcome,
-// or as soon as ctx ends, whichever comes first.
+// waitAndTry waits in BLPOP on the signal list for d, on a connection of
+// the client's wait runtime (see waitrt.go), and tries again: in the same
+// pipeline when the waiter has its lane to itself, else right after. It
+// returns the outcome, or as soon as ctx ends, whichever comes first.
 //
 // go-redis cannot abort a read in progress: a cancellation without a
 // deadline, and any deadline without ContextTimeoutEnabled, would only be
-// seen when the BLPOP returns. So the pipeline runs on a context of its
-// own, and when ctx ends first (or as it answers) waitAndTry returns at
-// once with ctx's error while the pipeline is finished off in the
-// background (see abandonWait):
-// its BLPOP is woken through the waiter's wake key, a signal it popped is
-// given back and a lock its try took is released. The Lock's next Acquire
-// or Release waits for that.
-func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string, q *waitQueue) waitResult {
+// seen when the BLPOP returns. So the wait runs on a context of its own,
+// and when ctx ends first (or as it answers) waitAndTry returns at once
+// with ctx's error while the wait is finished off in the background (see
+// abandonWait): its BLPOP is woken through its lane's wake key, a signal
+// it popped is given back and a lock its try took is released. The next
+// Acquire or Release of the primitive waits for that.
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *waitQueue) waitResult {
+	in := l.ident.Load()
+	var try []any
+	if !l.ack.on() { // WAIT must follow the try on its connection: see pipeWait
+		try, _ = l.prepared(in, tryWoken, q)
+	}
+	req := newWaitReq(l.keys[1], d, try)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		defer cancel()
-		return l.pipeWait(pctx, d, wake, q)
+		return l.pipeWait(pctx, req, in, q)
 	}
 	ch := make(chan waitResult, 1)
 	go func() {
 		defer cancel()
-		ch <- l.pipeWait(pctx, d, wake, q)
+		ch <- l.pipeWait(pctx, req, in, q)
 	}()
 	select {
 	case r := <-ch:
@@ -347,24 +365,23 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, wake string, q *
 	if q != nil {
 		q.abandons.add()
 	}
-	go l.abandonWait(context.WithoutCancel(ctx), wake, ch, q)
+	go l.abandonWait(context.WithoutCancel(ctx), req, ch, q)
 	return waitResult{err: ctx.Err()}
 }
 
-// waitResult is what one pipelined BLPOP and try came to.
+// waitResult is what one wait and the try after it came to.
 type waitResult struct {
 	res    acquireResult
 	popped bool // the BLPOP took a wake-up signal
-	woken  bool // the BLPOP took the wake key's element
+	woken  bool // the BLPOP was woken through its lane's wake key
 	slept  bool // the BLPOP ran out its slice (a nil reply)
 	moving bool // the BLPOP got a topology reply (see retryTopology): it did not block
 	err    error
 }
 
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
-// wakes the BLPOP still blocked, waits for the pipeline's outcome and
-// undoes it, then removes the wake element if the BLPOP never took it.
-func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResult, q *waitQueue) {
+// wakes the BLPOP still blocked, waits for the outcome and undoes it.
+func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResult, q *waitQueue) {
 	defer l.cleanups.done()
 	defer l.abandons.done()
 	if q != nil {
@@ -373,21 +390,14 @@ func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResul
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	var r waitResult
-	pushed := false
 	select {
 	case r = <-ch: // answered already: nothing to wake
 	default:
-		if wake != "" {
-			pipe := l.client.TxPipeline()
-			pipe.LPush(ctx, wake, "1")
-			pipe.PExpire(ctx, wake, wakeExpire)
-			_, err := pipe.Exec(ctx)
-			pushed = err == nil
-		}
+		req.abandon()
 		select {
 		case r = <-ch:
 		case <-ctx.Done():
-			r = <-ch // bounded: the pipeline's own context ends too
+			r = <-ch // bounded: the wait's own context ends too
 		}
 	}
 	switch {
@@ -399,78 +409,53 @@ func (l *core) abandonWait(ctx context.Context, wake string, ch <-chan waitResul
 	case r.popped || (r.err != nil && !isReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
 		l.giveBackNow(ctx)
 	}
-	if pushed && !r.woken {
-		l.client.Del(ctx, wake)
-	}
 }
 
-// wakeExpire bounds how long a wake element outlives a BLPOP that never
-// took it (abandonWait deletes it; this covers a failure to).
+// wakeExpire bounds how long a wake element outlives the BLPOP it was
+// pushed for, when that BLPOP returned for another reason first.
 const wakeExpire = 5 * time.Second
 
-// wakeKey returns a fresh key, unique to one waiting Acquire, that its
-// BLPOP waits on beside the signal list so that abandonWait can wake it:
-// the signal key with a suffix, so that an ACL that allows the signal keys
-// allows it, and a hash tag in the signal key (Redis Cluster) puts it in
-// the same slot. On a go-redis Ring without hash tags it may live on
-// another shard, where the wake misses: the BLPOP then runs to the end of
-// its slice.
-func wakeKey(signalKey string) string {
-	return signalKey + ":wake:" + uuid.NewString()
-}
-
-// pipeWait sends BLPOP on the signal list (and the wake key) for d and, in
-// the same pipeline, the next try-acquire. popped reports whether the
-// BLPOP took a wake-up signal: if the caller then ends without the lock,
-// whatever the try's result (an error reply such as OOM included), it must
-// give the signal back, or a waiter of another process may sleep on.
+// pipeWait runs req (see waitAndTry) and the try of in after it. popped
+// reports whether the BLPOP took a wake-up signal: if the caller then ends
+// without the lock, whatever the try's result (an error reply such as OOM
+// included), it must give the signal back, or a waiter of another process
+// may sleep on. A waiter that gave up (see abandonWait) sends no try after
+// its BLPOP.
 //
-// With replica ack, WAIT follows in the same pipeline, on the master of the
-// lock key.
-func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string, q *waitQueue) (r waitResult) {
-	client := l.client
-	if l.ack.on() {
-		var err error
-		var to route // the key's master: redirects are followed by l.try below
-		var done func()
-		if client, _, done, err = to.node(ctx, l.client, l.keys[0]); err != nil {
-			return waitResult{err: err}
-		}
-		defer done()
+// With replica ack the try is never pipelined: WAIT must follow it on the
+// connection it ran on, the key's master (see core.try).
+func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) (r waitResult) {
+	round, err := waitOn(ctx, l.client, req)
+	for err == nil && round.shared && isReply(round.err) && !isTopology(round.err) {
+		// An error reply to a BLPOP of several waiters' keys (one that is
+		// not a list): wait again alone, which tells whose it is.
+		req = newWaitReq(req.signal, time.Until(req.until), req.try)
+		req.solo = true
+		round, err = waitOn(ctx, l.client, req)
 	}
-	pipe := client.Pipeline()
-	var popCmd *redis.Cmd
-	if wake != "" {
-		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], wake, formatSeconds(d))
-	} else {
-		popCmd = pipe.Do(ctx, "BLPOP", l.keys[1], formatSeconds(d))
+	if err != nil {
+		return waitResult{err: err}
 	}
-	in := l.ident.Load()
-	wokenCmd, _ := l.prepared(in, tryWoken, q)
-	tryCmd := pipe.Do(ctx, wokenCmd...)
-	var waitCmd *redis.Cmd
-	if l.ack.on() {
-		waitCmd = l.ack.queue(ctx, pipe)
-	}
-	_, err := pipe.Exec(ctx) // each command's own error is read below
-	if waitCmd != nil {
-		failedPipeline(err, popCmd, tryCmd, waitCmd)
-	} else {
-		failedPipeline(err, popCmd, tryCmd)
-	}
-
-	var ackErr error
-	if waitCmd != nil {
-		ackErr = l.ack.check(waitCmd)
-	}
-	if kv, err := popCmd.StringSlice(); err == nil && len(kv) == 2 {
-		r.popped = kv[0] == l.keys[1]
-		r.woken = kv[0] == wake
-	}
-	r.slept = errors.Is(popCmd.Err(), redis.Nil)
-	r.res, r.err = l.acked(ctx, in.id, tryCmd, ackErr)
-	perr := popCmd.Err()
+	r.popped, r.woken, r.slept = round.popped, round.woken, round.slept
+	perr := round.err
 	r.moving = isTopology(perr)
+	switch {
+	case perr != nil && !r.moving && !isReply(perr):
+		// The connection failed: a try behind the BLPOP may have run
+		// unheard of, as the BLPOP may have popped (see core.fail).
+		r.err = perr
+		return r
+	case round.try != nil:
+		r.res, r.err = l.acked(ctx, in.id, round.try, nil)
+	case round.gone:
+		return r
+	default:
+		mode := tryWoken
+		if r.moving {
+			mode = tryFirst
+		}
+		r.res, r.err = l.tryAs(ctx, mode, q)
+	}
 	if r.moving && r.err != nil && !isReply(r.err) {
 		// The node answered the BLPOP with UNBLOCKED (it became a replica
 		// in a failover) and closed the connection: the try behind it was
@@ -485,7 +470,7 @@ func (l *core) pipeWait(ctx context.Context, d time.Duration, wake string, q *wa
 		// also reloads the script, following redirects.
 		r.res, r.err = l.try(ctx, true, q)
 	}
-	if perr != nil && !errors.Is(perr, redis.Nil) && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
+	if perr != nil && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
 		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -569,7 +570,7 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 		if c == nil {
 			nc, err := connectTracking(t.opt)
 			if err != nil {
-				if isReply(err) {
+				if refusesTracking(err) {
 					t.refuse(err)
 					continue // no hold is left: exits
 				}
@@ -733,20 +734,50 @@ func nextBackoff(d time.Duration) time.Duration {
 	return min(max(d*2, 10*time.Millisecond), time.Second)
 }
 
+// refusesTracking reports whether err says that the server (or an ACL,
+// or a proxy) will not let a tracker work, however often it asks: the
+// command or subcommand is unknown or its syntax refused (an older server,
+// a proxy), or it is denied (NOPERM). Anything else (LOADING after a
+// restart, "max number of clients reached", a connection lost) passes,
+// and the tracker tries again. Each server words these its own way: Redis
+// 6.0 answers "ERR syntax error" to CLIENT LIST ID, Redis 7 "ERR unknown
+// subcommand", Redis 6 "ERR Unknown subcommand or wrong number of
+// arguments" (see TestTrackingRefusalsOnEveryServer).
+func refusesTracking(err error) bool {
+	if !isReply(err) {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	if strings.HasPrefix(msg, "noperm") {
+		return true
+	}
+	for _, s := range [...]string{"unknown command", "unknown subcommand", "syntax error", "unsupported command", "wrong number of arguments"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // refuse records that Redis refused tracking: the holds it watched are no
 // longer watched (renewal still finds their loss), and no new hold is
-// watched before trackerUnavailableRetry.
+// watched before trackerUnavailableRetry. Each hold's logger says so.
 func (t *tracker) refuse(err error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.refused, t.retryAt = err, time.Now().Add(trackerUnavailableRetry)
-	for key, hs := range t.holds {
-		for h := range hs {
+	var hs []*hold
+	for key, holds := range t.holds {
+		for h := range holds {
 			h.clearWatch()
+			hs = append(hs, h)
 		}
 		t.dropKeyLocked(key)
 	}
 	t.emptiedLocked()
+	t.mu.Unlock()
+	for _, h := range hs {
+		h.ev.watchRefused(h.info(), err)
+	}
 }
 
 // check reads the dirty keys (all of them on new connections) and ends
@@ -802,18 +833,24 @@ func (t *tracker) check(c *trackConns) error {
 	for i, key := range keys {
 		v, err := cmds[i].Result()
 		missing := errors.Is(err, redis.Nil)
+		kind, _ := topology(err)
 		switch {
 		case missing:
-		case err != nil && isReply(err):
-			// MOVED or ASK: this node no longer answers for the key (its
-			// slot moved, or the node became a replica). Its holds are
-			// watched again where the key is now; meanwhile renewal
-			// finds a loss.
+		case redis.HasErrorPrefix(err, "WRONGTYPE"):
+			// Not a string: someone else made the key something else.
+			v = ""
+		case kind == topoMoved || kind == topoAsk || kind == topoReadOnly:
+			// This node no longer answers for the key (its slot moved,
+			// or the node became a replica). Its holds are watched
+			// again where the key is now; meanwhile renewal finds a
+			// loss.
 			for _, h := range t.unwatchKey(key) {
 				h.rewatch()
 			}
 			continue
 		case err != nil:
+			// LOADING, a connection lost...: read it again after the
+			// backoff.
 			failed = err
 			t.requeue([]string{key})
 			continue
@@ -1149,10 +1186,15 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 		id := c.subID.Load()
 		list := redis.NewStringCmd(ctx, "CLIENT", "LIST", "ID", id)
 		_ = cn.Process(ctx, list)
+		if redis.HasErrorPrefix(list.Err(), "ERR syntax error") {
+			// Redis 6.0 has no CLIENT LIST ID: the whole list, then.
+			list = redis.NewStringCmd(ctx, "CLIENT", "LIST")
+			_ = cn.Process(ctx, list)
+		}
 		if err := list.Err(); err != nil {
 			return err
 		}
-		if !strings.Contains(list.Val(), " name="+c.subName+" ") {
+		if !strings.Contains(clientLine(list.Val(), id), " name="+c.subName+" ") {
 			c.broken.Store(true)
 			return fmt.Errorf("%w: client %d is not the tracker's subscriber", errTrackerConn, id)
 		}
@@ -1164,6 +1206,18 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 		}
 		return nil
 	}
+}
+
+// clientLine returns the line of client id in the reply of CLIENT LIST
+// ("" when it is not there).
+func clientLine(list string, id int64) string {
+	prefix := "id=" + strconv.FormatInt(id, 10) + " "
+	for line := range strings.Lines(list) {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
 }
 
 // setWatch records that h is watched by t under key. A hold that ended

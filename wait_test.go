@@ -379,6 +379,7 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 			faulty := s.Client()
 			hook := &faultHook{dropGiveback: tc.broken}
 			faulty.AddHook(hook)
+			redislock.AddWaitHook(faulty, hook)
 			hook.armed.Store(true)
 			first := mustNew(t, faulty, "job")
 			firstDone := acquireAsync(ctx, first)

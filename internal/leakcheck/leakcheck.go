@@ -14,12 +14,12 @@ import (
 )
 
 // Run runs m's tests and then, when they passed, fails the run if any
-// goroutine is left, once the key trackers are closed (a hold some test
+// goroutine is left, once the wait runtimes and key trackers are closed (a hold some test
 // never released keeps its tracker retrying after the test stopped the
-// server; see redislock.CloseTrackers). It returns the exit code.
+// server; see redislock.Shutdown). It returns the exit code.
 func Run(m *testing.M) int {
 	code := m.Run()
-	redislock.CloseTrackers()
+	redislock.Shutdown()
 	if code == 0 {
 		if err := Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)

@@ -36,10 +36,14 @@ type Server struct {
 	done chan struct{} // closed when cmd has been waited for
 }
 
-// Binary returns the path of redis-server, or skips t (fails it when
-// CI=true) when there is none.
+// Binary returns the path of redis-server: $REDISTEST_SERVER when set
+// (another version's, see Versions), else the one on PATH; or skips t
+// (fails it when CI=true) when there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("REDISTEST_SERVER"); bin != "" {
+		return bin
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err == nil {
 		return bin

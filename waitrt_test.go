@@ -1,0 +1,228 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// waitingConns returns how many connections of a real server are blocked
+// in BLPOP, and how many connections it has in all.
+func waitingConns(t testing.TB, admin *redis.Client) (blpop, all int) {
+	t.Helper()
+	list, err := admin.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		all++
+		if strings.Contains(line, " cmd=blpop ") && strings.Contains(line, " flags=b ") {
+			blpop++
+		}
+	}
+	return blpop, all
+}
+
+// within polls ok every few milliseconds until it holds, failing t after d.
+func within(t testing.TB, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+	}
+}
+
+// A waiter never holds a connection of the caller's pool: with PoolSize 1,
+// a holder's Release and Extend on the same client go through at once
+// while another Lock of that client waits in Redis (they queued behind its
+// BLPOP for up to a whole slice, and a renewal could miss its deadline).
+func TestWaitingLeavesThePoolAlone(t *testing.T) {
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1})
+	t.Cleanup(func() { c.Close() })
+	other := mustNew(t, s.Client(), "busy")
+	mustAcquire(t, ctx, other) // no expire: the waiter's slices are the longest (2 s)
+
+	waiter := mustNew(t, c, "busy")
+	waitDone := acquireAsync(ctx, waiter)
+	waitBlocked(t, s.Client(), 1)
+
+	holder := mustNew(t, c, "mine", redislock.WithExpire(time.Minute))
+	for i := range 3 {
+		// Each call gets far less than a slice: queued behind the BLPOP
+		// it would run out of time.
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := holder.Acquire(cctx)
+		if err == nil {
+			err = holder.Extend(cctx, time.Minute)
+		}
+		if err == nil {
+			err = holder.Release(cctx)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: the holder on the waiter's client: %v", i, err)
+		}
+	}
+	if st := c.PoolStats(); st.Timeouts != 0 {
+		t.Errorf("PoolStats().Timeouts = %d, want 0", st.Timeouts)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waitDone; r.err != nil {
+		t.Fatalf("the waiter: Acquire() = %v", r.err)
+	}
+}
+
+// wakeCounter is an Observer that counts its waiters' wake-ups by cause.
+type wakeCounter struct {
+	redislock.NopObserver
+	signal, timeout atomic.Int64
+}
+
+func (w *wakeCounter) Wakeup(_ context.Context, e redislock.WakeupEvent) {
+	switch e.Cause {
+	case redislock.WakeSignal:
+		w.signal.Add(1)
+	case redislock.WakeTimeout:
+		w.timeout.Add(1)
+	}
+}
+
+// Many goroutines waiting on many names through one client (go-redis's
+// default options) wait on a few connections of the library's own: at
+// most 8 blocked in BLPOP, no pool timeout, and a renewing holder on the
+// same client keeps its lock. Every release wakes its own waiter (by its
+// signal, not at the end of a slice), whether or not that waiter shares
+// its connection with others, and the waiters that gave up meanwhile
+// leave the others waiting.
+func TestManyWaitersShareFewConnections(t *testing.T) {
+	const names = 200
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	admin := s.Client()
+	shared := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { shared.Close() })
+
+	renewing := mustNew(t, shared, "renewing", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, renewing)
+
+	holders := make([]*redislock.Lock, names)
+	for i := range holders {
+		holders[i] = mustNew(t, admin, fmt.Sprint("job-", i))
+		mustAcquire(t, ctx, holders[i])
+	}
+	wakes := &wakeCounter{}
+	gaveUp := make([]context.CancelFunc, names)
+	results := make([]<-chan acquired, names)
+	waiters := make([]*redislock.Lock, names)
+	for i := range waiters {
+		waiters[i] = mustNew(t, shared, fmt.Sprint("job-", i), redislock.WithObserver(wakes))
+		wctx, cancel := context.WithCancel(ctx)
+		gaveUp[i] = cancel
+		results[i] = acquireAsync(wctx, waiters[i])
+	}
+	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.WaitQueues() >= names })
+	within(t, 10*time.Second, "the waits blocked in Redis", func() bool { n, _ := waitingConns(t, admin); return n > 0 })
+
+	// Long enough for the renewing hold to renew twice, with its
+	// deadline at 600 ms: renewals queued behind BLPOPs would miss it.
+	for range 4 {
+		time.Sleep(300 * time.Millisecond)
+		blpop, all := waitingConns(t, admin)
+		if blpop > 8 {
+			t.Errorf("%d connections blocked in BLPOP for %d waiters, want at most 8", blpop, names)
+		}
+		t.Logf("connections: %d blocked in BLPOP, %d in all (%d waiters)", blpop, all, names)
+	}
+	if err := renewing.Err(); err != nil {
+		t.Fatalf("the renewing holder on the waiters' client: Err() = %v", err)
+	}
+	if st := shared.PoolStats(); st.Timeouts != 0 {
+		t.Errorf("PoolStats().Timeouts = %d, want 0", st.Timeouts)
+	}
+
+	// A tenth give up; the rest are woken by their releases.
+	for i := 0; i < names; i += 10 {
+		gaveUp[i]()
+		if r := <-results[i]; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("waiter %d given up: Acquire() = %v, want context.Canceled", i, r.err)
+		}
+	}
+	timeoutsBefore := wakes.timeout.Load()
+	released := time.Now()
+	for _, h := range holders {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last time.Time
+	for i, ch := range results {
+		if i%10 == 0 {
+			continue
+		}
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("waiter %d: Acquire() = %v", i, r.err)
+		}
+		if r.at.After(last) {
+			last = r.at
+		}
+	}
+	t.Logf("from the first release to the last of %d waiters in: %v", names-names/10, last.Sub(released))
+	if n := wakes.signal.Load(); n < names-names/10 {
+		t.Errorf("%d wake-ups by a signal, want one per waiter (%d)", n, names-names/10)
+	}
+	// Slices ended while the waiters waited (a slice is 2 s at most), but
+	// after the releases each waiter is woken by its signal: a waiter
+	// that missed its own would be woken at the end of a slice.
+	if n := wakes.timeout.Load() - timeoutsBefore; n > int64(names/10) {
+		t.Errorf("%d waiters woken by the end of a slice after the releases; want them woken by their signals", n)
+	}
+	for i, l := range waiters {
+		if i%10 != 0 {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Shutdown stops the wait runtimes: a wait in Redis at that moment ends
+// with redis.ErrClosed, and the next wait starts a new runtime. (The
+// package's leak check, after Shutdown, finds nothing of them left.)
+func TestShutdownStopsWaits(t *testing.T) {
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	holder := mustNew(t, s.Client(), "job")
+	mustAcquire(t, ctx, holder)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	waiter := mustNew(t, c, "job")
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, s.Client(), 1)
+	redislock.Shutdown()
+	if r := <-done; !errors.Is(r.err, redis.ErrClosed) {
+		t.Fatalf("Acquire() waiting at Shutdown = %v, want redis.ErrClosed", r.err)
+	}
+	again := acquireAsync(ctx, waiter)
+	waitBlocked(t, s.Client(), 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-again; r.err != nil {
+		t.Fatalf("Acquire() after Shutdown = %v", r.err)
+	}
+}
