@@ -83,3 +83,6 @@ func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
 		rt.own.AddHook(hook)
 	}
 }
+
+// RefusesTracking is refusesTracking: whether err switches the key watch off.
+var RefusesTracking = refusesTracking

@@ -1186,7 +1186,7 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 		id := c.subID.Load()
 		list := redis.NewStringCmd(ctx, "CLIENT", "LIST", "ID", id)
 		_ = cn.Process(ctx, list)
-		if redis.HasErrorPrefix(list.Err(), "ERR syntax error") {
+		if err := list.Err(); isReply(err) && strings.Contains(err.Error(), "syntax error") {
 			// Redis 6.0 has no CLIENT LIST ID: the whole list, then.
 			list = redis.NewStringCmd(ctx, "CLIENT", "LIST")
 			_ = cn.Process(ctx, list)

@@ -1,0 +1,251 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// watchedHold acquires a Lock named name on c with a long expire and no
+// renewal, so that only the key watch can find its loss, and waits until
+// the hold is watched.
+func watchedHold(t *testing.T, ctx context.Context, c redis.UniversalClient, name string) *redislock.Lock {
+	t.Helper()
+	l := mustNew(t, c, name, redislock.WithExpire(time.Minute))
+	mustAcquire(t, ctx, l)
+	within(t, 10*time.Second, "the hold is watched", func() bool { return redislock.Watched(l) })
+	return l
+}
+
+// lostWithin waits up to d for l's hold to end, and checks it ended as
+// want says.
+func lostWithin(t *testing.T, l *redislock.Lock, d time.Duration, want error, after string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(d):
+		t.Fatalf("Done still open %v after %s: the key watch did not see it", d, after)
+	}
+	if err := l.Err(); !errors.Is(err, want) {
+		t.Fatalf("Err() = %v after %s, want %v", err, after, want)
+	}
+}
+
+// A server that restarts and answers LOADING while it loads its dataset
+// does not switch the key watch off: the watch reconnects once the server
+// is ready, reads its keys again and sees a takeover at once. (It took
+// LOADING for a refusal, dropped every hold and never noticed.)
+func TestWatchSurvivesARestartThatAnswersLoading(t *testing.T) {
+	watchSurvivesLoading(t, redistest.Start(t, loadingSlowly...))
+}
+
+// loadingSlowly are the directives of a server that loads its dataset
+// slowly (1 ms a key) and answers LOADING meanwhile: it serves clients
+// between every 2 MB it reads, hence 32 KB values (every 64 ms: a
+// reconnect's ten round trips fit in the loading), stored uncompressed.
+var loadingSlowly = []string{"key-load-delay 1000", "rdbcompression no"}
+
+func watchSurvivesLoading(t *testing.T, s *redistest.Server) {
+	ctx := ctxT(t)
+	admin := s.Client()
+	pipe := admin.Pipeline()
+	for i := range 1500 {
+		pipe.Set(ctx, fmt.Sprint("filler:", i), strings.Repeat("x", 32<<10), 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := watchedHold(t, ctx, s.Client(), "job")
+	if err := admin.Save(ctx).Err(); err != nil { // the lock key survives the restart
+		t.Fatal(err)
+	}
+	// The server is down until the watch tries to reconnect, so that
+	// it tries again while the server loads.
+	s.Kill()
+	rounds := redislock.TrackerRounds()
+	within(t, 10*time.Second, "the watch tries to reconnect", func() bool { return redislock.TrackerRounds() >= rounds+2 })
+	s.Restart() // returns once the server answers PING: after 1.5 s of LOADING
+	if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, l, 5*time.Second, redislock.ErrTakenOver, "a takeover after the restart")
+}
+
+// A server that has no room for the watch's connections ("max number of
+// clients reached") does not switch the watch off either: it retries, and
+// once there is room it watches again.
+func TestWatchSurvivesMaxClients(t *testing.T) {
+	watchSurvivesMaxClients(t, redistest.Start(t))
+}
+
+func watchSurvivesMaxClients(t *testing.T, s *redistest.Server) {
+	ctx := ctxT(t)
+	admin := s.Client()
+	l := watchedHold(t, ctx, s.Client(), "job")
+	if err := admin.ConfigSet(ctx, "maxclients", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rejected := func() int {
+		n, _ := strconv.Atoi(infoField(t, admin, "stats", "rejected_connections"))
+		return n
+	}
+	before := rejected()
+	for _, typ := range []string{"pubsub", "normal"} { // every connection but admin's
+		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, 10*time.Second, "the watch refused a connection twice", func() bool { return rejected() >= before+2 })
+	if err := admin.ConfigSet(ctx, "maxclients", "10000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, l, 5*time.Second, redislock.ErrTakenOver, "a takeover once there is room again")
+}
+
+// changeType makes key a list, in one MULTI.
+func changeType(ctx context.Context, admin redis.UniversalClient, key string) error {
+	_, err := admin.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, key)
+		p.RPush(ctx, key, "x")
+		return nil
+	})
+	return err
+}
+
+// A key made another type by someone else is someone else's: the hold
+// ends as taken over. (WRONGTYPE was read as a redirect, and the hold was
+// watched again and again.) A takeover and a DEL are seen at once too.
+func TestWatchSeesEveryChange(t *testing.T) {
+	watchSeesEveryChange(t, redistest.Start(t))
+}
+
+func watchSeesEveryChange(t *testing.T, s *redistest.Server) {
+	ctx := ctxT(t)
+	admin := s.Client()
+	for _, c := range append(lossCases[1:], lossCase{"a change of type", changeType, redislock.ErrTakenOver}) {
+		l := watchedHold(t, ctx, s.Client(), "job")
+		if err := c.change(ctx, admin, l.Key()); err != nil {
+			t.Fatal(err)
+		}
+		lostWithin(t, l, 5*time.Second, c.reason, c.name)
+		admin.Del(ctx, l.Key())
+	}
+}
+
+// Only a reply that says the server will never let the watch work turns it
+// off: an ACL that denies CLIENT (Check then says the watch is refused),
+// an unknown command or subcommand, a syntax error. Each server words them
+// its own way.
+func TestWatchRefusals(t *testing.T) {
+	watchRefusals(t, redistest.Start(t))
+}
+
+func watchRefusals(t *testing.T, s *redistest.Server) {
+	ctx := ctxT(t)
+	admin := s.Client()
+	acl := aclNoTracking
+	if strings.HasPrefix(serverVersion(t, admin), "redis_version:6.0") {
+		acl = strings.Replace(acl, " resetchannels", "", 1) // channels in ACLs came with 6.2
+	}
+	if err := admin.Do(ctx, toArgs(strings.Fields(acl))...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := s.Client(func(o *redis.Options) { o.Username, o.Password = "plain", "secret" })
+	report, err := redislock.Check(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(report), "key tracking refused") {
+		t.Errorf("Check() under an ACL without CLIENT = %v; want key tracking refused", report)
+	}
+	for _, args := range [][]any{
+		{"CLIENT", "NO-SUCH-SUBCOMMAND"},
+		{"NO-SUCH-COMMAND"},
+		{"CLIENT", "TRACKING", "ON", "NO-SUCH-OPTION"},
+		{"CLIENT", "ID"}, // under the ACL: NOPERM
+	} {
+		c := admin
+		if len(args) == 2 && args[1] == "ID" {
+			c = user
+		}
+		err := c.Do(ctx, args...).Err()
+		if !redislock.RefusesTracking(err) {
+			t.Errorf("%v answered %v, which the watch does not take for a refusal", args, err)
+		}
+	}
+	for _, err := range []error{
+		admin.Do(ctx, "CLIENT", "ID").Err(), // nil
+		context.DeadlineExceeded,
+		errors.New("dial tcp: connection refused"),
+	} {
+		if redislock.RefusesTracking(err) {
+			t.Errorf("%v taken for a refusal", err)
+		}
+	}
+}
+
+// The servers users run (Redis 6.0 to 7.4, Valkey 8), when present: in CI,
+// ../shared/servers (see .ci/run, which sets REDISTEST_SERVERS); skipped
+// where there are none. Each runs the watch's tests above.
+func TestWatchOnEveryServer(t *testing.T) {
+	dir := os.Getenv("REDISTEST_SERVERS")
+	if dir == "" {
+		t.Skip("REDISTEST_SERVERS is not set: no other server versions to test (.ci/run sets it where ../shared/servers exists)")
+	}
+	bins, _ := filepath.Glob(filepath.Join(dir, "*", "redis-server"))
+	if len(bins) == 0 {
+		t.Skipf("no */redis-server under REDISTEST_SERVERS=%s", dir)
+	}
+	for _, bin := range bins {
+		t.Run(filepath.Base(filepath.Dir(bin)), func(t *testing.T) {
+			t.Setenv("REDISTEST_SERVER", bin)
+			for _, tc := range []struct {
+				name  string
+				run   func(*testing.T, *redistest.Server)
+				extra []string
+			}{
+				{"loading", watchSurvivesLoading, loadingSlowly},
+				{"maxclients", watchSurvivesMaxClients, nil},
+				{"changes", watchSeesEveryChange, nil},
+				{"refusals", watchRefusals, nil},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					s := redistest.Start(t, tc.extra...)
+					t.Log(serverVersion(t, s.Client()))
+					tc.run(t, s)
+				})
+			}
+		})
+	}
+}
+
+// serverVersion returns the version lines of INFO server: redis_version,
+// and valkey_version on Valkey.
+func serverVersion(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []string
+	for line := range strings.Lines(info) {
+		if strings.HasPrefix(line, "redis_version:") || strings.HasPrefix(line, "valkey_version:") {
+			v = append(v, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(v, " ")
+}
