@@ -4,7 +4,6 @@ package redislock
 
 import "net"
 
-// peerClosed cannot look at a socket here: a reader connection the server
-// closed is found by the next read of the key, at the latest after
-// idlePing.
-func peerClosed(net.Conn) (closed, gone bool) { return false, false }
+// peerClosed cannot look at a socket here: blind, so the tracker pings its
+// reader instead (see waitKick).
+func peerClosed(net.Conn) (closed, gone, blind bool) { return false, false, true }

@@ -11,18 +11,20 @@ import (
 // peerClosed reports whether the server closed c (its end of the socket
 // reads as end-of-file), looking without reading: a one-byte MSG_PEEK,
 // non-blocking. gone reports that c should be forgotten: the server closed
-// it, or it was closed here. Call it only while nobody reads c.
-func peerClosed(c net.Conn) (closed, gone bool) {
+// it, or it was closed here. blind reports that c cannot be looked at (a
+// custom Dialer's net.Conn that is not a syscall.Conn): the caller checks
+// it another way. Call it only while nobody reads c.
+func peerClosed(c net.Conn) (closed, gone, blind bool) {
 	if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
 		c = tc.NetConn()
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return false, false
+		return false, false, true
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false, true
+		return false, true, false
 	}
 	var (
 		n    int
@@ -33,15 +35,15 @@ func peerClosed(c net.Conn) (closed, gone bool) {
 		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
 	}); err != nil {
-		return false, true // closed here
+		return false, true, false // closed here
 	}
 	switch {
 	case n == 0 && rerr == nil:
-		return true, true
+		return true, true, false
 	case errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, syscall.EWOULDBLOCK), errors.Is(rerr, syscall.EINTR):
-		return false, false
+		return false, false, false
 	case rerr != nil:
-		return true, true
+		return true, true, false
 	}
-	return false, false
+	return false, false, false
 }

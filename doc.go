@@ -103,4 +103,15 @@
 // sent is finished in the background (see Settle). Without the client
 // option ContextTimeoutEnabled, go-redis does not interrupt other commands
 // when their context ends; set it so that deadlines bound them.
+//
+// # Connections
+//
+// Everything but waiting goes through the client you pass. A blocking
+// acquire waits (BLPOP) on connections the package opens beside your
+// client, from its options, so that a wait never holds a connection of your
+// pool: at most 8 per client on a single node or under Sentinel, however
+// many names are waited for, and one per name with waiters on a cluster.
+// The key watch (WithTracking) has two more per client and node. They
+// close 30 seconds after they were last needed; Shutdown closes them at
+// once.
 package redislock

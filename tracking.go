@@ -620,7 +620,7 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 // a connection lost without a word.
 func (t *tracker) waitKick(c *trackConns) {
 	late, next := t.overdue()
-	if late || c.rdClosed() {
+	if closed, _ := c.rdClosed(); late || closed {
 		t.markAll()
 		return
 	}
@@ -637,42 +637,100 @@ func (t *tracker) waitKick(c *trackConns) {
 		case <-t.kick:
 			return
 		case <-peek.C:
-			if c.rdClosed() {
+			closed, blind := c.rdClosed()
+			if closed {
 				t.markAll()
 				return
+			}
+			if blind { // a connection that cannot be looked at is pinged instead
+				t.pingReader(c)
+				return
+			}
+			if t.opt.Addr == failoverAddr && !t.stillMaster(c) {
+				return // run makes the connections again, through the Sentinels
 			}
 		case <-timer.C:
 			if !next.IsZero() {
 				return // an expected invalidation may be late: checked on the next round
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
-			_ = c.rd.Ping(ctx)
-			cancel()
-			if c.rdNew.Swap(false) {
-				t.markAll()
-			}
+			t.pingReader(c)
 			return
 		}
 	}
 }
 
+// failoverAddr is the Addr of the options of go-redis's Sentinel failover
+// client (NewFailoverClient): its dialer asks the Sentinels for the master.
+const failoverAddr = "FailoverClient"
+
+// stillMaster reports whether rd's server is still the one the caller's
+// client reaches, for a client that Sentinels manage: after a failover the
+// watch's connections still go to the old master (a replica soon, or
+// hung), where nobody changes the keys any more, and for seconds the old
+// one may still call itself master; go-redis moves the caller's client to
+// the new one as the Sentinels announce it. Servers are told apart by their
+// run_id (INFO server). A pair whose server is another, or does not answer
+// in time, is marked broken: run makes it again, through the Sentinels,
+// and reads every key again. When the caller's client cannot tell (it
+// fails, or INFO is denied), the other checks are left to find out.
+func (t *tracker) stillMaster(c *trackConns) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	defer cancel()
+	ours, err := runID(ctx, c.rd)
+	if err != nil && !isReply(err) {
+		c.broken.Store(true) // hung, or lost
+		return false
+	}
+	theirs, err2 := runID(ctx, t.k.client)
+	if err != nil || err2 != nil || ours == theirs {
+		return true
+	}
+	c.broken.Store(true)
+	return false
+}
+
+// runID returns the run_id of the server c reaches.
+func runID(ctx context.Context, c redis.UniversalClient) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", errors.New("redislock: no run_id in INFO server")
+}
+
+// pingReader pings rd; a new connection (the old one was lost) has every
+// key read again on it.
+func (t *tracker) pingReader(c *trackConns) {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	_ = c.rd.Ping(ctx)
+	cancel()
+	if c.rdNew.Swap(false) {
+		t.markAll()
+	}
+}
+
 // rdClosed reports whether the server closed one of rd's connections,
-// forgetting those that are gone.
-func (c *trackConns) rdClosed() bool {
+// forgetting those that are gone, and whether one of them cannot be looked
+// at (see peerClosed).
+func (c *trackConns) rdClosed() (closed, blind bool) {
 	c.rdMu.Lock()
 	defer c.rdMu.Unlock()
-	closed := false
 	live := c.rdConns[:0]
 	for _, cn := range c.rdConns {
-		cl, gone := peerClosed(cn)
-		closed = closed || cl
+		cl, gone, bl := peerClosed(cn)
+		closed, blind = closed || cl, blind || bl
 		if !gone {
 			live = append(live, cn)
 		}
 	}
 	clear(c.rdConns[len(live):])
 	c.rdConns = live
-	return closed
+	return closed, blind
 }
 
 // becomeIdle puts t among the idle trackers of its server, closing the one
@@ -1261,19 +1319,15 @@ func (h *hold) watched() bool {
 	return h.watcher != nil
 }
 
-// CloseTrackers stops every key tracker of the process (see WithTracking)
-// and closes its connections. Holds it watched are no longer watched: a
-// loss is then found at the next renewal or the local deadline. Holds
-// acquired later start trackers again.
-//
-// A tracker stops its goroutines when its last hold ends and closes its
-// connections 30 seconds later. Call CloseTrackers at shutdown, or in a
-// test before looking for leaked goroutines (go.uber.org/goleak), when
-// holds may still be live: a hold that is never released (a lock without
-// expire, say) keeps its tracker running, retrying its connection once a
-// second while Redis is down.
-func CloseTrackers() {
+// closeTrackers stops the trackers of the clients ours accepts and closes
+// their connections. Holds they watched are no longer watched: a loss is
+// then found at the next renewal or the local deadline. Holds acquired
+// later start trackers again.
+func closeTrackers(ours func(redis.UniversalClient) bool) {
 	trackers.Range(func(k, v any) bool {
+		if !ours(k.(trackerKey).client) {
+			return true
+		}
 		t := v.(*tracker)
 		t.mu.Lock()
 		t.closed = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -519,25 +520,37 @@ func (rt *waitRuntime) close() {
 }
 
 // Shutdown stops the connections and goroutines this package runs beside
-// the caller's clients, for every client, and waits for them: the wait
-// runtimes (the connections that blocking acquires wait on) and the key
-// trackers (see WithTracking). An Acquire waiting in Redis at that moment
-// returns an error (go-redis's redis.ErrClosed); holds that were watched
-// are no longer watched (renewal and the local deadline still end them in
-// time). Anything used later starts them again.
+// the given clients (all clients when none is given), and waits for them:
+// the wait runtimes (the connections that blocking acquires wait on) and
+// the key trackers (see WithTracking). An Acquire waiting in Redis at that
+// moment returns an error matching redis.ErrClosed; holds that were
+// watched are no longer watched (renewal and the local deadline still end
+// them in time). Anything used later starts them again.
 //
 // They also stop by themselves: a client's wait connections are closed 30
 // seconds after its last wait ended, and its trackers 30 seconds after
 // their last hold ended. Call Shutdown when a process is about to exit
 // with holds or waits still live, or in a test before looking for leaked
-// goroutines (go.uber.org/goleak); redislocktest's helpers call it for
-// the test.
-func Shutdown() {
-	runtimes.Range(func(_, v any) bool {
-		v.(*waitRuntime).close()
+// goroutines (go.uber.org/goleak); redislocktest's clients call it for
+// themselves when their test ends.
+func Shutdown(clients ...redis.UniversalClient) {
+	ours := func(c redis.UniversalClient) bool {
+		return len(clients) == 0 || slices.ContainsFunc(clients, func(x redis.UniversalClient) bool { return sameClient(x, c) })
+	}
+	runtimes.Range(func(k, v any) bool {
+		if ours(k.(runtimeKey).client) {
+			v.(*waitRuntime).close()
+		}
 		return true
 	})
-	CloseTrackers()
+	closeTrackers(ours)
+}
+
+// sameClient reports whether a and b are the same client, without
+// comparing values whose type is not comparable.
+func sameClient(a, b redis.UniversalClient) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // hashTag returns the hash tag of key (what Redis Cluster hashes: between

@@ -200,29 +200,40 @@ func TestManyWaitersShareFewConnections(t *testing.T) {
 	}
 }
 
-// Shutdown stops the wait runtimes: a wait in Redis at that moment ends
-// with redis.ErrClosed, and the next wait starts a new runtime. (The
-// package's leak check, after Shutdown, finds nothing of them left.)
+// Shutdown stops the wait runtimes of the clients it is given (all, given
+// none): a wait in Redis at that moment ends with redis.ErrClosed, a wait
+// on another client goes on, and the next wait starts a new runtime. (The
+// package's leak check, after Shutdown(), finds nothing of them left.)
 func TestShutdownStopsWaits(t *testing.T) {
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	t.Cleanup(func() { c.Close() })
-	waiter := mustNew(t, c, "job")
-	done := acquireAsync(ctx, waiter)
+	c1, c2 := s.Client(), s.Client()
+	stopped, other := mustNew(t, c1, "job"), mustNew(t, c2, "job")
+	stoppedDone := acquireAsync(ctx, stopped)
 	waitBlocked(t, s.Client(), 1)
-	redislock.Shutdown()
-	if r := <-done; !errors.Is(r.err, redis.ErrClosed) {
+	otherDone := acquireAsync(ctx, other)
+	waitBlocked(t, s.Client(), 2)
+	redislock.Shutdown(c1)
+	if r := <-stoppedDone; !errors.Is(r.err, redis.ErrClosed) {
 		t.Fatalf("Acquire() waiting at Shutdown = %v, want redis.ErrClosed", r.err)
 	}
-	again := acquireAsync(ctx, waiter)
-	waitBlocked(t, s.Client(), 1)
 	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-otherDone; r.err != nil {
+		t.Fatalf("Acquire() on another client = %v", r.err)
+	}
+	again := acquireAsync(ctx, stopped)
+	waitBlocked(t, s.Client(), 1)
+	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-again; r.err != nil {
 		t.Fatalf("Acquire() after Shutdown = %v", r.err)
+	}
+	if err := stopped.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

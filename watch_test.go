@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -248,4 +249,106 @@ func serverVersion(t *testing.T, c *redis.Client) string {
 		}
 	}
 	return strings.Join(v, " ")
+}
+
+// wrappedConn is a net.Conn that is not a syscall.Conn, as a custom
+// Dialer's may be (a TLS terminator, a metrics wrapper).
+type wrappedConn struct{ net.Conn }
+
+// A reader connection killed on the server is replaced even when the
+// client's Dialer wraps its connections so that the watch cannot look at
+// the socket: it pings the reader every second instead, so a DEL after
+// the kill is noticed within seconds. (It went unseen until the idle
+// ping, a minute or two later.)
+func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client(func(o *redis.Options) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrappedConn{cn}, nil
+		}
+	})
+	l := watchedHold(t, ctx, c, "job")
+	waitReader(t, admin)
+	killed := 0
+	for _, line := range strings.Split(admin.ClientList(ctx).Val(), "\n") {
+		if m := readerID.FindStringSubmatch(line); m != nil {
+			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", m[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no reader to kill")
+	}
+	// Its tracking died with it: only a reader found dead, replaced and
+	// made to read the key again sees the DEL.
+	if err := admin.Del(ctx, l.Key()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, l, 5*time.Second, redislock.ErrExpired, "a DEL after the reader was killed")
+}
+
+// Under Sentinel the watch follows the master: after a failover its
+// connections went on to the old master (a replica now, or hung), where
+// nobody changes the keys, and a takeover on the new master went unseen
+// for seconds, or minutes when the old master hung. It asks its server's
+// role every second, and goes to the new master when it is no longer one
+// or does not answer: a takeover on the new master is seen within 2 s of
+// the switch, or within the watch's 2 s timeout and 2 s more when the old
+// master hangs.
+func TestWatchFollowsASentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Sentinel failovers")
+	}
+	for _, tc := range []struct {
+		name   string
+		within time.Duration
+		fail   func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+	}{
+		{"SENTINEL FAILOVER", 2 * time.Second, func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
+			c := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
+			defer c.Close()
+			within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
+				r, err := c.Replicas(context.Background(), redistest.MasterName).Result()
+				return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
+			})
+			if err := c.Failover(context.Background(), redistest.MasterName).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"old master hangs", 4 * time.Second, func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
+			primary.Pause()
+			t.Cleanup(primary.Cont)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := redistest.Start(t)
+			replica := redistest.StartReplica(t, primary)
+			ss := redistest.StartSentinels(t, primary, 1)
+			ctx := ctxT(t)
+			l := watchedHold(t, ctx, failoverClient(t, ss), "job")
+			if n, err := primary.Client().Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+				t.Fatalf("WAIT = %d, %v: the replica does not have the key", n, err)
+			}
+			tc.fail(t, primary, ss)
+			awaitFailover(t, ss, replica.Addr)
+			switched := time.Now()
+			if err := replica.Client().Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			lostWithin(t, l, 30*time.Second, redislock.ErrTakenOver, "a takeover on the new master")
+			took := time.Since(switched)
+			t.Logf("switch -> takeover seen: %v", took)
+			if took > tc.within {
+				t.Errorf("the takeover on the new master was seen %v after the switch; want within %v", took, tc.within)
+			}
+		})
+	}
 }

@@ -47,6 +47,7 @@ type config struct {
 	onlyNoServer   bool // run the no-server table alone, print it, write nothing
 	onlyScale      bool // run the scale workloads alone, print them, write nothing
 	onlyFamily     bool // run the family workload alone, log it, write nothing
+	onlyRW         bool // run the RWMutex workload alone, print it, write nothing
 	held, waiters  int  // the many-held workload's sizes
 	out            string
 	chart          string
@@ -69,6 +70,7 @@ func main() {
 	flag.BoolVar(&cfg.onlyCache, "only-cache", false, "run only the cache-stampede workload and log its figures (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyUnc, "only-uncontended", false, "run only the uncontended matrix (every library, both client configurations, and defaults on one core) and print it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyNoServer, "only-noserver", false, "run only the no-server table (each go-redis library's cycle against an in-process replier: its own CPU, no kernel, no server) and print it (RESULTS.md is not written)")
+	flag.BoolVar(&cfg.onlyRW, "only-rw", false, "run only the RWMutex workload (1 writer + 4 readers, a client each and all on one client) and print it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyFamily, "only-family", false, "run only the family workload (the Semaphore beside the Lock) and log it (RESULTS.md is not written)")
 	flag.BoolVar(&cfg.onlyScale, "only-scale", false, "run only the scale workloads (many names; many held locks with waiters) and print them (RESULTS.md is not written)")
 	flag.StringVar(&cfg.out, "out", "RESULTS.md", "Markdown report to write")
@@ -116,6 +118,10 @@ func run(cfg config) error {
 	}
 	if cfg.onlyFamily {
 		_, err := runFamily(ctx, srv.addr, cfg)
+		return err
+	}
+	if cfg.onlyRW {
+		_, err := runRW(ctx, srv.addr, 10*time.Second)
 		return err
 	}
 	if cfg.onlyScale {

@@ -253,6 +253,9 @@ type manyHeld struct {
 	// serverCmdsPerWaiterSecond: commands Redis ran meanwhile, those
 	// inside scripts included.
 	serverCmdsPerWaiterSecond float64
+	// handoffP50, handoffP99: from the release of a held lock to its
+	// waiter holding it, the held locks released one after another.
+	handoffP50, handoffP99 time.Duration
 }
 
 // runManyHeld holds held locks from one client, then starts waiters
@@ -301,7 +304,7 @@ func runManyHeld(ctx context.Context, addr string, c scaleContender, held, waite
 	var sent atomic.Int64
 	lockers := make([]multiLocker, clients)
 	for i := range lockers {
-		m, err := c.open(addr, waiters/clients+2, &sent)
+		m, err := c.open(addr, 0, &sent) // go-redis's default pool
 		if err != nil {
 			return res, err
 		}
@@ -314,16 +317,24 @@ func runManyHeld(ctx context.Context, addr string, c scaleContender, held, waite
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var failed firstError
+	released := make([]atomic.Int64, waiters) // when the holder released waiter i's lock (UnixNano); 0: not yet
+	got := make([]time.Duration, waiters)     // from that release to waiter i holding the lock
 	for i := range waiters {
 		m := lockers[i%clients]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			release, err := m.lock(wctx, prefix+":"+strconv.Itoa(i))
-			if err == nil {
-				release(context.WithoutCancel(wctx))
-				failed.set(fmt.Errorf("waiter %d got a held lock", i))
+			if err != nil {
+				return
 			}
+			at := released[i].Load()
+			if at == 0 {
+				failed.set(fmt.Errorf("waiter %d got a held lock", i))
+			} else {
+				got[i] = time.Since(time.Unix(0, at))
+			}
+			release(context.WithoutCancel(wctx))
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
@@ -354,7 +365,23 @@ func runManyHeld(ctx context.Context, addr string, c scaleContender, held, waite
 	if err := failed.get(); err != nil {
 		return res, err
 	}
-	return res, nil
+	// The hand-offs: the held locks with a waiter, released one by one.
+	for i := range waiters {
+		released[i].Store(time.Now().UnixNano())
+		if err := releases[i](ctx); err != nil {
+			return res, fmt.Errorf("release of held lock %d: %w", i, err)
+		}
+		releases[i] = nil
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		return res, errors.New("waiters still waiting 30 s after their locks were released")
+	}
+	res.handoffP50, res.handoffP99 = percentile(got, 0.50), percentile(got, 0.99)
+	return res, failed.get()
 }
 
 // keyOf finds the Redis key of a held lock name (each library has its own
@@ -418,9 +445,9 @@ func runScale(ctx context.Context, addr string, cfg config) ([]*scaleRow, error)
 		}
 		row.held = h
 		m := row.many
-		fmt.Printf("%-28s many names %6.0f ops/s p99 %v; held %d: %.0f B/lock in Redis, %d B key; %d waiters: %.0f B each in Redis, %.0f B each here, %.2f sent and %.2f run by Redis per waiter-s\n",
+		fmt.Printf("%-28s many names %6.0f ops/s p99 %v; held %d: %.0f B/lock in Redis, %d B key; %d waiters: %.0f B each in Redis, %.0f B each here, %.2f sent and %.2f run by Redis per waiter-s, hand-off p50 %v p99 %v\n",
 			c.name, medianF(m, func(x manyNames) float64 { return x.perSec }), medianD(m, func(x manyNames) time.Duration { return x.p99 }),
-			h.held, h.memPerHeld, h.keyUsage, h.waiters, h.memPerWaiter, h.procMemPerWaiter, h.sentPerWaiterSecond, h.serverCmdsPerWaiterSecond)
+			h.held, h.memPerHeld, h.keyUsage, h.waiters, h.memPerWaiter, h.procMemPerWaiter, h.sentPerWaiterSecond, h.serverCmdsPerWaiterSecond, h.handoffP50, h.handoffP99)
 		rows = append(rows, row)
 	}
 	return rows, nil
@@ -443,21 +470,21 @@ func scaleTables(rows []*scaleRow, cfg config) string {
 			float64(medianD(m, func(x manyNames) time.Duration { return x.redisCPU }))/1e3,
 			medianF(m, func(x manyNames) float64 { return x.commands }))
 	}
-	fmt.Fprintf(&b, "\nThen one client holds %d locks, and %d goroutines (over 10 clients) wait, each on one of the first %d of them, for 3 s. "+
+	fmt.Fprintf(&b, "\nThen one client holds %d locks, and %d goroutines (over 10 clients with go-redis's default pool) wait, each on one of the first %d of them, for 3 s; then the holder releases those one after another, and the hand-off is the time from each release to its waiter holding the lock. "+
 		"Redis memory is `used_memory` deltas (with the server's side of the waiters' connections, and of key tracking where a library uses it); "+
 		"the key's own size is `MEMORY USAGE` of one held lock's key; process memory is this process's heap in use plus goroutine stacks, after a GC, per waiting goroutine. "+
 		"The 1 ms polling configurations are left out here: a thousand waiters polling every millisecond would be a million commands a second.\n\n",
 		cfg.held, cfg.waiters, cfg.waiters)
-	fmt.Fprintf(&b, "| library | Redis memory / held lock | MEMORY USAGE of its key | Redis memory / waiter | process memory / waiting goroutine | commands sent / waiter-second | Redis commands / waiter-second |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| library | Redis memory / held lock | MEMORY USAGE of its key | Redis memory / waiter | process memory / waiting goroutine | commands sent / waiter-second | Redis commands / waiter-second | hand-off p50 | hand-off p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var notes []string
 	for _, r := range rows {
 		h := r.held
 		if r.error != "" {
-			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — |\n", r.name)
+			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — |\n", r.name)
 			notes = append(notes, fmt.Sprintf("%s did not complete: %s.", r.name, r.error))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.0f B | %d B | %.0f B | %.0f B | %.2f | %.2f |\n", r.name, h.memPerHeld, h.keyUsage, h.memPerWaiter, h.procMemPerWaiter, h.sentPerWaiterSecond, h.serverCmdsPerWaiterSecond)
+		fmt.Fprintf(&b, "| %s | %.0f B | %d B | %.0f B | %.0f B | %.2f | %.2f | %s | %s |\n", r.name, h.memPerHeld, h.keyUsage, h.memPerWaiter, h.procMemPerWaiter, h.sentPerWaiterSecond, h.serverCmdsPerWaiterSecond, us(h.handoffP50), us(h.handoffP99))
 	}
 	for _, n := range notes {
 		fmt.Fprintf(&b, "\n%s\n", n)

@@ -70,7 +70,7 @@ func renewalEvery(expire time.Duration) time.Duration {
 func renewalCommands(ctx context.Context, addr string, n int, expire time.Duration, k int, tracking bool) (res renewalCost, err error) {
 	// Trackers left by earlier workloads are idle, but close them: nothing
 	// but this workload's clients is to run on the server.
-	redislock.CloseTrackers()
+	redislock.Shutdown()
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
 	// The admin's own share: what one snapshot adds to the next (its INFO
@@ -108,7 +108,7 @@ func renewalCommands(ctx context.Context, addr string, n int, expire time.Durati
 				err = rerr
 			}
 		}
-		redislock.CloseTrackers()
+		redislock.Shutdown()
 	}()
 	every := renewalEvery(expire)
 	start := time.Now()

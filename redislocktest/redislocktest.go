@@ -130,15 +130,19 @@ func NewReal(t testing.TB) *Server {
 }
 
 // Client returns a new client of the server with ContextTimeoutEnabled, as
-// the library's README advises, closed when the test ends. opts, if any,
-// adjust its options.
+// the library's README advises, closed when the test ends, after the
+// connections and goroutines the library ran beside it are stopped
+// (redislock.Shutdown). opts, if any, adjust its options.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 	o := &redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true}
 	for _, f := range opts {
 		f(o)
 	}
 	c := redis.NewClient(o)
-	s.t.Cleanup(func() { c.Close() })
+	s.t.Cleanup(func() {
+		redislock.Shutdown(c)
+		c.Close()
+	})
 	return c
 }
 
