@@ -86,3 +86,21 @@ func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
 
 // RefusesTracking is refusesTracking: whether err switches the key watch off.
 var RefusesTracking = refusesTracking
+
+// SetRuntimeIdle sets how long a wait runtime keeps its connections after
+// its last wait, until the test ends.
+func SetRuntimeIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := runtimeIdle
+	runtimeIdle = d
+	t.Cleanup(func() { runtimeIdle = old })
+}
+
+// HasWaitRuntime reports whether client has a wait runtime.
+func HasWaitRuntime(client redis.UniversalClient) bool {
+	found := false
+	runtimes.Range(func(k, _ any) bool {
+		found = found || k.(runtimeKey).client == client
+		return !found
+	})
+	return found
+}

@@ -136,31 +136,42 @@ func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 	}
 }
 
-// A blocking RLock whose first try lost its reply (no retry) takes back
-// the registration the try may have made.
+// A blocking RLock or Lock whose first try lost its reply (no retry)
+// takes back the registration the try may have made.
 func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	p := proxyTo(t, s)
-	c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1; o.ContextTimeoutEnabled = true })
-	w1 := mustRWMutex(t, s.Client(), "cfg")
-	if err := w1.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := mustRWMutex(t, c, "cfg")
-	// Load the script (a TryRLock registers nothing), so that the reply
-	// dropped next is that of a try that ran and registered.
-	if err := r.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
-		t.Fatalf("TryRLock under a writer = %v", err)
-	}
-	p.DropNextReply()
-	err := r.RLock(ctx)
-	if err == nil {
-		t.Fatal("RLock succeeded through a dropped reply")
-	}
-	r.Settle(ctx) // the take-back runs in the background; Settle waits for it
-	if info, err := w1.Info(ctx); err != nil || info.WaitingReaders != 0 {
-		t.Fatalf("after the lost reply: Info = %+v, %v; want no waiting reader (not one that lapses seconds later)", info, err)
+	for _, side := range []struct {
+		name      string
+		try, wait func(rw *redislock.RWMutex, ctx context.Context) error
+		waiting   func(redislock.RWInfo) int
+	}{
+		{"reader", (*redislock.RWMutex).TryRLock, (*redislock.RWMutex).RLock, func(i redislock.RWInfo) int { return i.WaitingReaders }},
+		{"writer", (*redislock.RWMutex).TryLock, (*redislock.RWMutex).Lock, func(i redislock.RWInfo) int { return i.WaitingWriters }},
+	} {
+		t.Run(side.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			p := proxyTo(t, s)
+			c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1; o.ContextTimeoutEnabled = true })
+			w1 := mustRWMutex(t, s.Client(), "cfg")
+			if err := w1.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := mustRWMutex(t, c, "cfg")
+			// Load the script (a try that will not wait registers
+			// nothing), so that the reply dropped next is that of a try
+			// that ran and registered.
+			if err := side.try(r, ctx); !errors.Is(err, redislock.ErrLocked) {
+				t.Fatalf("a try under a writer = %v", err)
+			}
+			p.DropNextReply()
+			if err := side.wait(r, ctx); err == nil {
+				t.Fatal("a blocking acquire succeeded through a dropped reply")
+			}
+			r.Settle(ctx) // the take-back runs in the background; Settle waits for it
+			if info, err := w1.Info(ctx); err != nil || side.waiting(info) != 0 {
+				t.Fatalf("after the lost reply: Info = %+v, %v; want nobody waiting (not one that lapses seconds later)", info, err)
+			}
+		})
 	}
 }
 

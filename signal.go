@@ -87,8 +87,6 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 	registered := false // a busy try registered us as waiting (protocol.leave)
 	defer func() {
 		acquired := terr == nil && res.status == statusAcquired
-		// A try whose reply did not come may have registered us too.
-		maybe := registered || (blocking && terr != nil)
 		emptied := false
 		if t != nil {
 			emptied = t.leave(l.expiresHint(res, terr, sent), acquired)
@@ -103,8 +101,11 @@ func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won 
 			if emptied && t.q.tokenSent() {
 				l.leave(t.q)
 			}
-		case maybe && !acquired:
-			l.leave(nil) // stop waiting in Redis, where others wait behind us
+		case registered && !acquired:
+			// Stop waiting in Redis, where others wait behind us. (A
+			// try whose reply did not come may have registered us too:
+			// the giveback that follows it takes that back.)
+			l.leave(nil)
 		}
 	}()
 	popped := false         // the last BLPOP took a wake-up signal
@@ -426,12 +427,32 @@ const wakeExpire = 5 * time.Second
 // connection it ran on, the key's master (see core.try).
 func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) (r waitResult) {
 	round, err := waitOn(ctx, l.client, req)
-	for err == nil && round.shared && isReply(round.err) && !isTopology(round.err) {
-		// An error reply to a BLPOP of several waiters' keys (one that is
-		// not a list): wait again alone, which tells whose it is.
-		req = newWaitReq(req.signal, time.Until(req.until), req.try)
-		req.solo = true
+	retries := maxRetries(l.client)
+	var backoff time.Duration
+	for err == nil && !round.gone {
+		if round.shared && isReply(round.err) && !isTopology(round.err) {
+			// An error reply to a BLPOP of several waiters' keys (one
+			// that is not a list): wait again alone, which tells whose
+			// it is.
+			req.solo = true
+		} else if lostConn(round.err) && retries > 0 && ctx.Err() == nil {
+			// The connection failed (a restart, say). The BLPOP may
+			// have popped a signal, and the try behind it taken the
+			// lock: give both back, then wait again, as go-redis would
+			// retry a command, MaxRetries times. (Wait connections never
+			// retry on their own: a BLPOP sent twice would pop a second
+			// waiter's signal.)
+			retries--
+			l.giveBackNow(ctx)
+			backoff = min(max(2*backoff, minRetryBackoff), maxRetryBackoff)
+			if !sleepCtx(ctx, backoff) {
+				return waitResult{err: ctx.Err()}
+			}
+		} else {
+			break
+		}
 		round, err = waitOn(ctx, l.client, req)
+		req.solo = false
 	}
 	if err != nil {
 		return waitResult{err: err}
@@ -476,6 +497,33 @@ func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *wait
 		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
 	}
 	return r
+}
+
+// The pauses before a wait is sent again after its connection failed
+// (go-redis's defaults between retries).
+const (
+	minRetryBackoff = 8 * time.Millisecond
+	maxRetryBackoff = 512 * time.Millisecond
+)
+
+// lostConn reports whether err, a wait's, says its connection failed: the
+// BLPOP and the try behind it may have run unheard of. Not when the
+// runtime was shut down (redis.ErrClosed).
+func lostConn(err error) bool {
+	return err != nil && !isReply(err) && !errors.Is(err, redis.ErrClosed)
+}
+
+// maxRetries returns how many times client retries a command (go-redis's
+// default 3; none when its MaxRetries is -1).
+func maxRetries(client redis.UniversalClient) int {
+	n := 3
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }:
+		n = c.Options().MaxRetries
+	case interface{ Options() *redis.ClusterOptions }:
+		n = c.Options().MaxRetries
+	}
+	return max(n, 0)
 }
 
 // fail turns an error from an acquire attempt into Acquire's result. When

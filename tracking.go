@@ -168,6 +168,7 @@ type trackConns struct {
 	rdConn   atomic.Bool  // rd has connected once
 	rdNew    atomic.Bool  // rd has a new connection, on which no key is tracked yet
 	stopping atomic.Bool  // the receiver is to exit
+	pinged   atomic.Int64 // when sub was pinged, with nothing heard since (UnixNano); 0: not pinged
 
 	rdMu    sync.Mutex
 	rdConns []net.Conn // rd's connections, as dialed, for peerClosed
@@ -621,6 +622,11 @@ func (t *tracker) run(prev <-chan struct{}, exited chan struct{}) {
 func (t *tracker) waitKick(c *trackConns) {
 	late, next := t.overdue()
 	if closed, _ := c.rdClosed(); late || closed {
+		if late {
+			// Our own change brought no invalidation: is the
+			// subscriber still there? (See the peek below.)
+			c.pingSub()
+		}
 		t.markAll()
 		return
 	}
@@ -637,6 +643,10 @@ func (t *tracker) waitKick(c *trackConns) {
 		case <-t.kick:
 			return
 		case <-peek.C:
+			if c.pongOverdue() { // the subscriber did not answer: make the pair again
+				c.broken.Store(true)
+				return
+			}
 			closed, blind := c.rdClosed()
 			if closed {
 				t.markAll()
@@ -1034,24 +1044,28 @@ func (h *hold) rewatch() {
 // receive is the receiver goroutine: it marks the keys Redis invalidates.
 func (t *tracker) receive(c *trackConns, done chan struct{}) {
 	defer close(done)
-	timeouts, errs := 0, 0 // in a row
+	errs := 0 // in a row
 	var backoff time.Duration
 	for !c.stopping.Load() {
-		msg, err := c.ps.ReceiveTimeout(context.Background(), idlePing)
+		wait := idlePing
+		if c.pinged.Load() != 0 {
+			wait = trackerTimeout
+		}
+		msg, err := c.ps.ReceiveTimeout(context.Background(), wait)
 		if c.stopping.Load() {
 			return
 		}
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				if timeouts++; timeouts >= 3 {
+				if c.pongOverdue() {
+					// Pinged, and nothing came back: a connection
+					// lost without a word (a middlebox dropped it).
 					c.broken.Store(true)
 					t.poke()
 					return
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
-				_ = c.ps.Ping(ctx)
-				cancel()
+				c.pingSub()
 				continue
 			}
 			if errs++; c.broken.Load() || errs >= 3 {
@@ -1071,7 +1085,8 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 			time.Sleep(backoff)
 			continue
 		}
-		timeouts, errs, backoff = 0, 0, 0
+		errs, backoff = 0, 0
+		c.pinged.Store(0)
 		switch m := msg.(type) {
 		case *redis.Message:
 			if m.Channel != invalidateChannel {
@@ -1086,14 +1101,37 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 	}
 }
 
+// pingSub pings sub, unless a ping is already waiting for its answer; the
+// answer (or any message) clears pinged.
+func (c *trackConns) pingSub() {
+	if !c.pinged.CompareAndSwap(0, time.Now().UnixNano()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	_ = c.ps.Ping(ctx)
+	cancel()
+}
+
+// pongOverdue reports whether sub was pinged trackerTimeout ago or more
+// and nothing has come since.
+func (c *trackConns) pongOverdue() bool {
+	at := c.pinged.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) >= trackerTimeout
+}
+
 // stopReceiver makes the receiver exit and waits for it: a ping wakes its
-// read.
+// read, or, on a connection that does not answer, closing it does.
 func stopReceiver(c *trackConns, done chan struct{}) {
 	c.stopping.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	_ = c.ps.Ping(ctx)
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(trackerTimeout):
+		_ = c.ps.Close()
+		<-done
+	}
 }
 
 // dropConns closes c, the tracker's broken connections.

@@ -376,7 +376,9 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 			holder := mustNew(t, s.Client(), "job")
 			mustAcquire(t, ctx, holder)
 
-			faulty := s.Client()
+			// Retries off: a waiter whose connection fails gives back and,
+			// with retries, waits again; here it gives up.
+			faulty := s.Client(func(o *redis.Options) { o.MaxRetries = -1 })
 			hook := &faultHook{dropGiveback: tc.broken}
 			faulty.AddHook(hook)
 			redislock.AddWaitHook(faulty, hook)
@@ -412,6 +414,37 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 					r.err, took, owner, first.ID(), slice/2, tc.wantHandoff)
 			}
 		})
+	}
+}
+
+// With the client's retries on (go-redis's default), a waiter whose
+// wake-up reply is lost gives the signal and the lock back, as above, and
+// waits again, as go-redis retries a command: it does not fail. Its
+// connection never retries the BLPOP by itself (a second BLPOP would pop
+// another waiter's signal).
+func TestLostWakeUpReplyIsRetried(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	holder := mustNew(t, s.Client(), "job")
+	mustAcquire(t, ctx, holder)
+	c := s.Client()
+	hook := &faultHook{}
+	redislock.AddWaitHook(c, hook)
+	hook.armed.Store(true)
+	waiter := mustNew(t, c, "job")
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, s.Client(), 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, done); r.err != nil {
+		t.Fatalf("Acquire() after a lost wake-up reply = %v, want nil: the wait is retried", r.err)
+	}
+	if n := hook.fired.Load(); n != 1 {
+		t.Fatalf("fault fired %d times, want 1", n)
+	}
+	if err := waiter.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -46,14 +46,14 @@ const (
 	// Sentinel-managed master) waits on at most: more waiters share them.
 	maxLanes = 8
 
-	// runtimeIdle is how long a runtime keeps its connections after its
-	// last wait ended.
-	runtimeIdle = 30 * time.Second
-
 	// clusterLanesPool caps the connections of a cluster node's runtime
 	// (one per name with waiters); a wait beyond it queues in go-redis.
 	clusterLanesPool = 1024
 )
+
+// runtimeIdle is how long a runtime keeps its connections after its last
+// wait ended (a variable for tests only).
+var runtimeIdle = 30 * time.Second
 
 // runtimes holds one wait runtime per (user client, node): the package's
 // registry of the connections and goroutines it adds to a client.
@@ -118,6 +118,10 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	rt := &waitRuntime{key: k, rc: client, cluster: cluster}
 	if opt.Addr != "" || opt.Dialer != nil {
 		opt.PoolSize, opt.MinIdleConns = maxLanes+2, 0 // a lane each, and wake-ups
+		// No retry: a BLPOP whose reply was lost may have popped a
+		// signal, and a second would pop another waiter's. The waiter
+		// hears of the error and gives back what it may have taken.
+		opt.MaxRetries = -1
 		if cluster {
 			opt.PoolSize = clusterLanesPool
 		}
@@ -181,6 +185,9 @@ type waitRound struct {
 	// reply, any of them may be at fault (a key that is not a list).
 	shared bool
 }
+
+// A waitReq is used again for the next round of the same wait (a retry):
+// waitOn enqueues it anew; abandon finds it where it waits then.
 
 // newWaitReq returns a round of waiting on signal for d.
 func newWaitReq(signal string, d time.Duration, try []any) *waitReq {
@@ -490,20 +497,23 @@ func (rt *waitRuntime) laneStoppedLocked() {
 	rt.idle = time.AfterFunc(runtimeIdle, rt.windDown)
 }
 
-// windDown closes a runtime that has been idle for runtimeIdle.
+// windDown closes a runtime that has been idle for runtimeIdle. It is
+// marked closed under the same lock as the check that it is idle, so that
+// a waiter that comes meanwhile takes a new runtime.
 func (rt *waitRuntime) windDown() {
 	rt.mu.Lock()
 	if rt.running > 0 || rt.closed || rt.idle == nil {
 		rt.mu.Unlock()
 		return
 	}
+	rt.closed, rt.idle = true, nil
 	rt.mu.Unlock()
-	rt.close()
+	rt.shut()
 }
 
 // close stops the runtime: its BLPOPs in flight fail (their waiters get
-// the error), its lanes' goroutines are waited for and its connections
-// closed. A waiter that comes later takes a new runtime.
+// redis.ErrClosed), its lanes' goroutines are waited for and its
+// connections closed. A waiter that comes later takes a new runtime.
 func (rt *waitRuntime) close() {
 	rt.mu.Lock()
 	rt.closed = true
@@ -512,6 +522,11 @@ func (rt *waitRuntime) close() {
 		rt.idle = nil
 	}
 	rt.mu.Unlock()
+	rt.shut()
+}
+
+// shut does the work of close, once the runtime is marked closed.
+func (rt *waitRuntime) shut() {
 	runtimes.CompareAndDelete(rt.key, rt)
 	if rt.own != nil {
 		_ = rt.own.Close() // a BLPOP in flight fails at once

@@ -237,3 +237,36 @@ func TestShutdownStopsWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A client's wait runtime winds down by itself once its last wait ended
+// (here after 200 ms instead of 30 s): its connections are closed and it
+// leaves the registry; the next wait starts a new one.
+func TestWaitRuntimeWindsDown(t *testing.T) {
+	redislock.SetRuntimeIdle(t, 200*time.Millisecond)
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	admin := s.Client()
+	// No key watch: its connections would come and go too.
+	holder := mustNew(t, admin, "job", redislock.WithTracking(false))
+	c := s.Client()
+	waiter := mustNew(t, c, "job", redislock.WithTracking(false))
+	for round := range 2 {
+		mustAcquire(t, ctx, holder)
+		done := acquireAsync(ctx, waiter)
+		waitBlocked(t, admin, 1)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil {
+			t.Fatalf("round %d: Acquire() = %v", round, r.err)
+		}
+		if err := waiter.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, peak := waitingConns(t, admin)
+		within(t, 5*time.Second, "the runtime closed, with its connection", func() bool {
+			_, now := waitingConns(t, admin)
+			return !redislock.HasWaitRuntime(c) && now < peak
+		})
+	}
+}

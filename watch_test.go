@@ -352,3 +352,35 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 		})
 	}
 }
+
+// A subscriber connection dropped without a word (a middlebox holds its
+// traffic both ways) is found out and replaced: when our own Extend brings
+// no invalidation, the watch reads its keys again and pings the
+// subscriber; no answer within 2 s, and it makes its connections anew. A
+// takeover after that first re-read is seen within seconds. (It was seen
+// after three unanswered idle pings, three minutes.)
+func TestBlackholedSubscriberIsReplaced(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	p := proxyTo(t, s)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()}) // not clientVia: mustNew turns the watch off on those
+	t.Cleanup(func() { c.Close() })
+	l := watchedHold(t, ctx, c, "job")
+	waitReader(t, admin)
+	p.BlackholeSenders([]byte(invalidateChannel), true)
+	if err := l.Extend(ctx, time.Minute); err != nil { // its invalidation is held
+		t.Fatal(err)
+	}
+	gets := commandStats(t, admin)["get"] // the extend script's own GET counted
+	within(t, 10*time.Second, "the watch reads the key again", func() bool { return commandStats(t, admin)["get"] > gets })
+	changed := time.Now()
+	if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, l, 10*time.Second, redislock.ErrTakenOver, "a takeover while the subscriber is blackholed")
+	t.Logf("takeover -> seen: %v", time.Since(changed))
+	p.BlackholeSenders(nil, false)
+}
+
+const invalidateChannel = "__redis__:invalidate"

@@ -1,9 +1,11 @@
 // Package faultproxy is a TCP proxy for tests that sits between a client
 // and a server on loopback and injects faults: added latency, a dropped
-// reply, and a blackhole that stops all traffic.
+// reply, and a blackhole that stops all traffic, or that of the
+// connections that sent something.
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"sync"
@@ -24,6 +26,7 @@ type Proxy struct {
 	held      int // chunks waiting for the blackhole to lift
 	closed    bool
 	conns     map[net.Conn]struct{}
+	pairs     map[*pair]struct{}
 
 	wg sync.WaitGroup
 }
@@ -42,7 +45,7 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, pairs: map[*pair]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -57,6 +60,27 @@ func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
 	p.mu.Unlock()
+}
+
+// A pair is one proxied connection. Its fields are guarded by Proxy.mu.
+type pair struct {
+	seen  []byte // the first seenMax bytes its client sent
+	holed bool   // its traffic is held (see BlackholeSenders)
+}
+
+const seenMax = 4 << 10
+
+// BlackholeSenders stops (on) the forwarding, both ways, of the
+// connections whose client has sent pattern in its first 4 KB, as a
+// middlebox that drops a connection without a word: their data is held,
+// not lost. Connections made later are not held. Off resumes them all.
+func (p *Proxy) BlackholeSenders(pattern []byte, on bool) {
+	p.mu.Lock()
+	for pr := range p.pairs {
+		pr.holed = on && bytes.Contains(pr.seen, pattern)
+	}
+	p.mu.Unlock()
+	p.cond.Broadcast()
 }
 
 // Blackhole stops (on) or resumes (off) all forwarding: data is held, not
@@ -119,16 +143,18 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+		pr := &pair{}
+		p.pairs[pr] = struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(server, client, false)
-		go p.pipe(client, server, true)
+		go p.pipe(server, client, false, pr)
+		go p.pipe(client, server, true, pr)
 	}
 }
 
 // pipe copies from src to dst chunk by chunk, applying the faults.
 // fromServer marks the server-to-client direction.
-func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
+func (p *Proxy) pipe(dst, src net.Conn, fromServer bool, pr *pair) {
 	defer p.wg.Done()
 	defer func() {
 		dst.Close()
@@ -136,6 +162,7 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
+		delete(p.pairs, pr)
 		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32<<10)
@@ -143,9 +170,12 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			if p.blackhole && !p.closed {
+			if !fromServer && len(pr.seen) < seenMax {
+				pr.seen = append(pr.seen, buf[:min(n, seenMax-len(pr.seen))]...)
+			}
+			if (p.blackhole || pr.holed) && !p.closed {
 				p.held++
-				for p.blackhole && !p.closed {
+				for (p.blackhole || pr.holed) && !p.closed {
 					p.cond.Wait()
 				}
 				p.held--
