@@ -88,6 +88,11 @@ const (
 	// trackerTimeout bounds each of the tracker's own commands.
 	trackerTimeout = 2 * time.Second
 
+	// minReread and maxReread bound the pause before a key invalidated
+	// again without a change is read again (see tracker.spurious).
+	minReread = 10 * time.Millisecond
+	maxReread = time.Second
+
 	// handOverAfter is how many connection attempts in a row a cluster
 	// node's tracker makes before it hands its holds over (see handOver).
 	handOverAfter = 3
@@ -135,6 +140,13 @@ type tracker struct {
 	expect  map[string]time.Time        // our own change of the key: its invalidation is due by then
 	armAt   map[string]time.Time        // a new hold's key: first read not before then (armDelay)
 	tracked map[string]bool             // read since its last invalidation: Redis will report its next change
+	// spurious counts, per key, the invalidations in a row that no change
+	// of ours explains: a re-read finds the key unchanged (Redis evicted
+	// it from a full tracking table, tracking-table-max-keys). From the
+	// second, its re-read waits until rereadAt, doubling from 10 ms to 1 s,
+	// so that a table too small cannot turn re-reads into a loop.
+	spurious map[string]int
+	rereadAt map[string]time.Time
 	all     bool                        // read every watched key again
 	running bool                        // run's goroutine is live
 	exited  chan struct{}               // closed when the last run has exited
@@ -211,7 +223,9 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		dirty:   map[string]struct{}{},
 		expect:  map[string]time.Time{},
 		armAt:   map[string]time.Time{},
-		tracked: map[string]bool{},
+		tracked:  map[string]bool{},
+		spurious: map[string]int{},
+		rereadAt: map[string]time.Time{},
 	}
 	v, _ := trackers.LoadOrStore(k, t)
 	return v.(*tracker)
@@ -339,7 +353,7 @@ func (t *tracker) wakeFired() {
 
 // dueLocked reports whether run has work by now that only the wake timer
 // tells it of: a new hold's key to read for the first time (see armDelay),
-// or no hold left for armDelay (run then lingers, and exits runLinger
+// a key whose re-read was put off (see spurious), or no hold left for armDelay (run then lingers, and exits runLinger
 // after the last hold ended). Otherwise next is when it will, zero for
 // never: holds whose keys are read already are run's work only when an
 // invalidation or a poke comes. t.mu is held.
@@ -351,12 +365,14 @@ func (t *tracker) dueLocked(now time.Time) (due bool, next time.Time) {
 		at := t.emptySince.Add(armDelay)
 		return !now.Before(at), at
 	}
-	for _, at := range t.armAt {
-		if !now.Before(at) {
-			return true, time.Time{}
-		}
-		if next.IsZero() || at.Before(next) {
-			next = at
+	for _, pending := range [...]map[string]time.Time{t.armAt, t.rereadAt} {
+		for _, at := range pending {
+			if !now.Before(at) {
+				return true, time.Time{}
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
 		}
 	}
 	return false, next
@@ -391,6 +407,8 @@ func (t *tracker) dropKeyLocked(key string) {
 	delete(t.expect, key)
 	delete(t.armAt, key)
 	delete(t.tracked, key)
+	delete(t.spurious, key)
+	delete(t.rereadAt, key)
 }
 
 // emptiedLocked records when the tracker was left without holds, if it
@@ -422,6 +440,7 @@ func (t *tracker) markAll() {
 	clear(t.expect)
 	clear(t.armAt)
 	clear(t.tracked)
+	clear(t.rereadAt)
 	t.mu.Unlock()
 	t.poke()
 }
@@ -486,7 +505,16 @@ func (t *tracker) overdue() (late bool, next time.Time) {
 func (t *tracker) markKeys(keys []string) {
 	t.mu.Lock()
 	n := 0
+	now := time.Now()
 	for _, k := range keys {
+		if _, ours := t.expect[k]; ours {
+			delete(t.spurious, k)
+		} else if _, held := t.holds[k]; held {
+			t.spurious[k]++
+			if c := t.spurious[k]; c > 1 {
+				t.rereadAt[k] = now.Add(min(minReread<<min(c-2, 10), maxReread))
+			}
+		}
 		delete(t.expect, k)
 		delete(t.armAt, k)
 		delete(t.tracked, k)
@@ -872,6 +900,13 @@ func (t *tracker) check(c *trackConns) error {
 					continue
 				}
 				delete(t.armAt, k)
+			}
+			if at, ok := t.rereadAt[k]; ok {
+				if now.Before(at) {
+					t.wakeByLocked(at) // invalidated again and again, unchanged: read it later
+					continue
+				}
+				delete(t.rereadAt, k)
 			}
 			keys = append(keys, k)
 			delete(t.dirty, k)

@@ -384,3 +384,50 @@ func TestBlackholedSubscriberIsReplaced(t *testing.T) {
 }
 
 const invalidateChannel = "__redis__:invalidate"
+
+// A server whose tracking table holds fewer keys than are watched
+// (tracking-table-max-keys) evicts keys from it, each with an
+// invalidation, and every re-read that tracks one again evicts another:
+// the watch puts off the re-read of a key invalidated again without a
+// change, up to a second, so that it costs about one GET per key a second,
+// not tens of thousands. A takeover is still seen, within that second.
+// Check reports the setting.
+func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
+	s := redistest.Start(t, "tracking-table-max-keys 5")
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client()
+	const n = 20
+	locks := make([]*redislock.Lock, n)
+	for i := range locks {
+		locks[i] = watchedHold(t, ctx, c, fmt.Sprint("job-", i))
+	}
+	time.Sleep(2 * time.Second) // the re-reads settle at their slowest
+	before, start := commandStats(t, admin)["get"], time.Now()
+	time.Sleep(2 * time.Second)
+	rate := float64(commandStats(t, admin)["get"]-before) / time.Since(start).Seconds()
+	t.Logf("%d held keys, tracking-table-max-keys 5: %.0f GET/s", n, rate)
+	if rate > 5*n {
+		t.Errorf("%.0f GET/s for %d held keys; want about one a key a second", rate, n)
+	}
+	changed := time.Now()
+	if err := admin.Set(ctx, locks[7].Key(), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, locks[7], 5*time.Second, redislock.ErrTakenOver, "a takeover")
+	t.Logf("takeover -> seen: %v", time.Since(changed))
+	report, err := redislock.Check(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(report), "tracking-table-max-keys") {
+		t.Errorf("Check() = %v; want the tracking-table-max-keys setting named", report)
+	}
+	for i, l := range locks {
+		if i != 7 {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
