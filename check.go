@@ -79,7 +79,7 @@ func (r Report) OK() bool {
 //     issues fencing tokens below those already granted, and one ahead
 //     expires every lock early, since expires replicate as absolute times);
 //   - a Redis older than MinRedisVersion (Problem);
-//   - a tracking-table-max-keys other than 0 (Warning): with more held
+//   - tracking-table-max-keys, unless 0 (no limit) (Info): with more held
 //     locks than that, the key watch reads each again about once a second;
 //   - no persistence (Info): a restart frees every lock;
 //   - whether held keys can be watched (see WithTracking): Info when they
@@ -226,7 +226,7 @@ func checkMaster(ctx context.Context, node redis.UniversalClient, addr string, a
 		add(Problem, "maxmemory-policy is %s: Redis may evict lock keys and let a second owner in; set noeviction", policy)
 	}
 	if n, err := configGet(ctx, node, "tracking-table-max-keys"); err == nil && n != "" && n != "0" {
-		add(Warning, "tracking-table-max-keys is %s: with more held locks than that, the server evicts keys from its tracking table, and the key watch reads each again about once a second (and sees its loss up to a second late); 0, the default, has no limit", n)
+		add(Info, "tracking-table-max-keys is %s: with more locks held at once (by every client of the server that tracks keys), the server evicts keys from its tracking table, and the key watch reads each again about once a second, seeing a loss up to a second late; 0 is no limit", n)
 	}
 
 	if server, err := node.Info(ctx, "server").Result(); err != nil {

@@ -90,9 +90,8 @@ var RefusesTracking = refusesTracking
 // SetRuntimeIdle sets how long a wait runtime keeps its connections after
 // its last wait, until the test ends.
 func SetRuntimeIdle(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := runtimeIdle
-	runtimeIdle = d
-	t.Cleanup(func() { runtimeIdle = old })
+	old := runtimeIdle.Swap(int64(d))
+	t.Cleanup(func() { runtimeIdle.Store(old) })
 }
 
 // HasWaitRuntime reports whether client has a wait runtime.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -67,126 +66,6 @@ func maxSliceFor(rt, expire time.Duration, ack replicaAck) time.Duration {
 		d = min(d, expire/3)
 	}
 	return max(d, minSlice)
-}
-
-// acquire tries to take the lock and, when blocking, waits for it. It
-// returns when the winning try was sent and the fencing token it got, or
-// why there was none.
-func (l *core) acquire(ctx context.Context, blocking bool) (sent time.Time, won acquireResult, err error) {
-	if err := ctx.Err(); err != nil {
-		return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
-	}
-	var t *ticket // our place in the local queue, once we wait
-	if blocking && l.proto.queueRegisters {
-		// First: the try registers the queue's token.
-		t = joinQueue(l.client, l.keys[0])
-	}
-	queued := false // we waited for our turn in the queue
-	sent = time.Now()
-	res, terr := l.try(ctx, blocking, t.queue())
-	registered := false // a busy try registered us as waiting (protocol.leave)
-	defer func() {
-		acquired := terr == nil && res.status == statusAcquired
-		emptied := false
-		if t != nil {
-			emptied = t.leave(l.expiresHint(res, terr, sent), acquired)
-		}
-		switch {
-		case l.proto.leave == nil:
-		case l.proto.queueRegisters:
-			// The queue's registration, and the admission it may have
-			// been given, once nobody waits in it: whoever leaves last,
-			// even one that came in at its first try and registered
-			// nothing itself.
-			if emptied && t.q.tokenSent() {
-				l.leave(t.q)
-			}
-		case registered && !acquired:
-			// Stop waiting in Redis, where others wait behind us. (A
-			// try whose reply did not come may have registered us too:
-			// the giveback that follows it takes that back.)
-			l.leave(nil)
-		}
-	}()
-	popped := false         // the last BLPOP took a wake-up signal
-	var pause time.Duration // between waits while the slot migrates
-	for {
-		if terr != nil {
-			return sent, acquireResult{}, l.fail(ctx, terr, popped)
-		}
-		switch res.status {
-		case statusAcquired:
-			return sent, res, nil
-		case statusOurs:
-			// A signal we popped needs no giveback: the key is held (by
-			// our shared id), and its release signals again.
-			return sent, acquireResult{}, l.wrap(ErrAlreadyAcquired)
-		}
-		if !blocking {
-			return sent, acquireResult{}, l.wrap(ErrLocked)
-		}
-		registered = true
-		if t == nil && l.ev.logging(ctx, slog.LevelInfo) {
-			// Who holds it: one GET, only when this is logged.
-			var holder string
-			if l.proto.readsKey {
-				holder, _ = l.client.Get(ctx, l.keys[0]).Result()
-			}
-			l.ev.waiting(ctx, l.info(l.ownerID()), holder, time.Duration(res.pttl)*time.Millisecond)
-		}
-		if !queued {
-			// Wait our turn behind this process's other waiters.
-			queued = true
-			if t == nil {
-				t = joinQueue(l.client, l.keys[0])
-			}
-			select {
-			case <-t.turn:
-			case <-ctx.Done():
-			}
-			if hint := t.pttlHint(); hint > 0 {
-				res.pttl = hint
-			}
-			if l.proto.shared && t.afterAcquire() && ctx.Err() == nil {
-				// Several may hold at once: the waiter before us taking
-				// its share says nothing of ours. Try before waiting.
-				sent = time.Now()
-				res, terr = l.try(ctx, true, t.q)
-				popped = false
-				continue
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
-		}
-		wsent := time.Now()
-		w := l.waitAndTry(ctx, l.slice(ctx, res.pttl), t.q)
-		if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
-			// Given up while waiting: abandonWait settles the attempt.
-			// res, from the try before, is what the next waiter learns.
-			return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, w.err))
-		}
-		if l.ev != nil {
-			switch {
-			case w.popped:
-				l.ev.wakeup(ctx, l.info(l.ownerID()), WakeSignal, time.Since(wsent))
-			case w.slept:
-				l.ev.wakeup(ctx, l.info(l.ownerID()), WakeTimeout, time.Since(wsent))
-			}
-		}
-		sent, res, popped, terr = wsent, w.res, w.popped, w.err
-		if w.moving && terr == nil && res.status == statusBusy {
-			// The slot is migrating: the BLPOP was redirected instead of
-			// blocking. Pause (the try came back busy) before waiting
-			// again, so as not to spin until the migration ends.
-			pause = min(max(pause*2, minTopologyBackoff), maxTopologyBackoff)
-			if !sleepCtx(ctx, pause) {
-				return sent, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, ctx.Err()))
-			}
-		} else {
-			pause = 0
-		}
-	}
 }
 
 // expiresHint is what a waiter leaving the queue tells the next one about
@@ -425,72 +304,14 @@ const wakeExpire = 5 * time.Second
 //
 // With replica ack the try is never pipelined: WAIT must follow it on the
 // connection it ran on, the key's master (see core.try).
-func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) (r waitResult) {
-	round, err := waitOn(ctx, l.client, req)
-	retries := maxRetries(l.client)
-	var backoff time.Duration
-	for err == nil && !round.gone {
-		if round.shared && isReply(round.err) && !isTopology(round.err) {
-			// An error reply to a BLPOP of several waiters' keys (one
-			// that is not a list): wait again alone, which tells whose
-			// it is.
-			req.solo = true
-		} else if lostConn(round.err) && retries > 0 && ctx.Err() == nil {
-			// The connection failed (a restart, say). The BLPOP may
-			// have popped a signal, and the try behind it taken the
-			// lock: give both back, then wait again, as go-redis would
-			// retry a command, MaxRetries times. (Wait connections never
-			// retry on their own: a BLPOP sent twice would pop a second
-			// waiter's signal.)
-			retries--
-			l.giveBackNow(ctx)
-			backoff = min(max(2*backoff, minRetryBackoff), maxRetryBackoff)
-			if !sleepCtx(ctx, backoff) {
-				return waitResult{err: ctx.Err()}
-			}
-		} else {
-			break
-		}
-		round, err = waitOn(ctx, l.client, req)
-		req.solo = false
-	}
+func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) waitResult {
+	round, err := l.waitRounds(ctx, req)
 	if err != nil {
 		return waitResult{err: err}
 	}
-	r.popped, r.woken, r.slept = round.popped, round.woken, round.slept
 	perr := round.err
-	r.moving = isTopology(perr)
-	switch {
-	case perr != nil && !r.moving && !isReply(perr):
-		// The connection failed: a try behind the BLPOP may have run
-		// unheard of, as the BLPOP may have popped (see core.fail).
-		r.err = perr
-		return r
-	case round.try != nil:
-		r.res, r.err = l.acked(ctx, in.id, round.try, nil)
-	case round.gone:
-		return r
-	default:
-		mode := tryWoken
-		if r.moving {
-			mode = tryFirst
-		}
-		r.res, r.err = l.tryAs(ctx, mode, q)
-	}
-	if r.moving && r.err != nil && !isReply(r.err) {
-		// The node answered the BLPOP with UNBLOCKED (it became a replica
-		// in a failover) and closed the connection: the try behind it was
-		// never run. Find the new master and try again.
-		refreshSlots(ctx, l.client)
-		r.res, r.err = l.try(ctx, true, q)
-	}
-	if isNoScript(r.err) || isTopology(r.err) {
-		// Redis's script cache was empty (a restart, SCRIPT FLUSH), or
-		// the slot is moving (MOVED, ASK, TRYAGAIN...: the try did not
-		// run): the BLPOP has run; try again on its own, with EVAL, which
-		// also reloads the script, following redirects.
-		r.res, r.err = l.try(ctx, true, q)
-	}
+	r := waitResult{popped: round.popped, woken: round.woken, slept: round.slept, moving: isTopology(perr)}
+	r.res, r.err = l.afterRound(ctx, round, in, q)
 	if perr != nil && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
@@ -499,18 +320,71 @@ func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *wait
 	return r
 }
 
-// The pauses before a wait is sent again after its connection failed
-// (go-redis's defaults between retries).
-const (
-	minRetryBackoff = 8 * time.Millisecond
-	maxRetryBackoff = 512 * time.Millisecond
-)
+// afterRound returns the outcome of the try after a round of waiting: the
+// one pipelined behind its BLPOP, or one sent now.
+//
+// When the connection failed (a restart, say), the BLPOP may have popped a
+// signal, and the try behind it run unheard of. A try sent now on the
+// caller's client (which retries as it is told) settles both, as go-redis's
+// retry of the pair once did: it finds the lock ours (our own id), free
+// (and takes it), or held by someone whose release signals again. Wait
+// connections never retry on their own: a BLPOP sent twice would pop a
+// second waiter's signal. Without retries (MaxRetries -1), after a
+// Shutdown, or when its waiter gave up, the error is returned instead, and
+// what may have been taken is given back (see core.fail, abandonWait).
+func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q *waitQueue) (acquireResult, error) {
+	perr := round.err
+	moving := isTopology(perr)
+	lost := perr != nil && !moving && !isReply(perr)
+	var (
+		res acquireResult
+		err error
+	)
+	switch {
+	case lost && (round.gone || maxRetries(l.client) == 0 || errors.Is(perr, redis.ErrClosed)):
+		return acquireResult{}, perr
+	case lost:
+		res, err = l.tryAs(ctx, tryWoken, q)
+	case round.try != nil:
+		res, err = l.acked(ctx, in.id, round.try, nil)
+	case round.gone:
+		return acquireResult{}, nil
+	case moving:
+		res, err = l.tryAs(ctx, tryFirst, q)
+	default:
+		res, err = l.tryAs(ctx, tryWoken, q)
+	}
+	return l.tryAgain(ctx, moving, res, err, q)
+}
 
-// lostConn reports whether err, a wait's, says its connection failed: the
-// BLPOP and the try behind it may have run unheard of. Not when the
-// runtime was shut down (redis.ErrClosed).
-func lostConn(err error) bool {
-	return err != nil && !isReply(err) && !errors.Is(err, redis.ErrClosed)
+// waitRounds runs req until a round stands: one whose BLPOP of several
+// waiters' keys got an error reply is run again alone, which tells whose
+// key it is.
+func (l *core) waitRounds(ctx context.Context, req *waitReq) (waitRound, error) {
+	for {
+		round, err := waitOn(ctx, l.client, req)
+		if err != nil || round.gone || req.solo || !round.shared || !isReply(round.err) || isTopology(round.err) {
+			return round, err
+		}
+		req.solo = true
+	}
+}
+
+// tryAgain sends the try after a wait once more where it could not run:
+// the node answered the BLPOP with UNBLOCKED (it became a replica in a
+// failover) and closed the connection (moving, and a connection error),
+// or the script cache was empty (a restart, SCRIPT FLUSH), or the slot
+// moves (MOVED, ASK, TRYAGAIN...). It is sent on its own, with EVAL when
+// needed, following redirects; res and err stand otherwise.
+func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *waitQueue) (acquireResult, error) {
+	if moving && err != nil && !isReply(err) {
+		refreshSlots(ctx, l.client) // find the new master
+		res, err = l.try(ctx, true, q)
+	}
+	if isNoScript(err) || isTopology(err) {
+		res, err = l.try(ctx, true, q)
+	}
+	return res, err
 }
 
 // maxRetries returns how many times client retries a command (go-redis's

@@ -147,15 +147,15 @@ type tracker struct {
 	// so that a table too small cannot turn re-reads into a loop.
 	spurious map[string]int
 	rereadAt map[string]time.Time
-	all     bool                        // read every watched key again
-	running bool                        // run's goroutine is live
-	exited  chan struct{}               // closed when the last run has exited
-	conns   *trackConns                 // nil until connected, and after closing
-	refused error                       // Redis refused tracking; retry after retryAt
-	retryAt time.Time
-	idle    *time.Timer // closes the connections after trackerIdle
-	wake    *time.Timer // pokes run at wakeAt when it has work by then (see wakeFired)
-	wakeAt  time.Time   // when wake fires; zero when it is not pending
+	all      bool          // read every watched key again
+	running  bool          // run's goroutine is live
+	exited   chan struct{} // closed when the last run has exited
+	conns    *trackConns   // nil until connected, and after closing
+	refused  error         // Redis refused tracking; retry after retryAt
+	retryAt  time.Time
+	idle     *time.Timer // closes the connections after trackerIdle
+	wake     *time.Timer // pokes run at wakeAt when it has work by then (see wakeFired)
+	wakeAt   time.Time   // when wake fires; zero when it is not pending
 	// quietUntil is when the wake timer may fire next at the earliest,
 	// and churnWake the pause that set it (see wakeFired); zero when
 	// holds do not come and go.
@@ -215,14 +215,14 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 	}
 	opt := node.Options()
 	t := &tracker{
-		k:       k,
-		server:  serverID{network: opt.Network, addr: opt.Addr, user: opt.Username, db: opt.DB},
-		opt:     *opt,
-		kick:    make(chan struct{}, 1),
-		holds:   map[string]map[*hold]uint64{},
-		dirty:   map[string]struct{}{},
-		expect:  map[string]time.Time{},
-		armAt:   map[string]time.Time{},
+		k:        k,
+		server:   serverID{network: opt.Network, addr: opt.Addr, user: opt.Username, db: opt.DB},
+		opt:      *opt,
+		kick:     make(chan struct{}, 1),
+		holds:    map[string]map[*hold]uint64{},
+		dirty:    map[string]struct{}{},
+		expect:   map[string]time.Time{},
+		armAt:    map[string]time.Time{},
 		tracked:  map[string]bool{},
 		spurious: map[string]int{},
 		rereadAt: map[string]time.Time{},

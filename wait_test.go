@@ -376,8 +376,9 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 			holder := mustNew(t, s.Client(), "job")
 			mustAcquire(t, ctx, holder)
 
-			// Retries off: a waiter whose connection fails gives back and,
-			// with retries, waits again; here it gives up.
+			// Retries off: a waiter whose wait connection fails tries
+			// again on its client when that client retries; here it
+			// gives up, and gives back.
 			faulty := s.Client(func(o *redis.Options) { o.MaxRetries = -1 })
 			hook := &faultHook{dropGiveback: tc.broken}
 			faulty.AddHook(hook)
@@ -418,10 +419,10 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 }
 
 // With the client's retries on (go-redis's default), a waiter whose
-// wake-up reply is lost gives the signal and the lock back, as above, and
-// waits again, as go-redis retries a command: it does not fail. Its
-// connection never retries the BLPOP by itself (a second BLPOP would pop
-// another waiter's signal).
+// wake-up reply is lost tries again on its client, as go-redis retried the
+// pair of commands: the try finds the lock its own and the Acquire does
+// not fail. Its wait connection never retries the BLPOP by itself (a
+// second BLPOP would pop another waiter's signal).
 func TestLostWakeUpReplyIsRetried(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)

@@ -52,8 +52,12 @@ const (
 )
 
 // runtimeIdle is how long a runtime keeps its connections after its last
-// wait ended (a variable for tests only).
-var runtimeIdle = 30 * time.Second
+// wait ended: 30 s (settable by tests only, while other tests run).
+var runtimeIdle = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(30 * time.Second))
+	return &d
+}()
 
 // runtimes holds one wait runtime per (user client, node): the package's
 // registry of the connections and goroutines it adds to a client.
@@ -437,12 +441,14 @@ func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, shared bo
 	}
 	perr := pop.Err()
 	slept := errors.Is(perr, redis.Nil)
-	failed := perr != nil && !slept
+	if slept {
+		perr = nil
+	}
 	late := time.Now().Add(time.Millisecond)
 	rt := ln.rt
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if failed && rt.closed {
+	if perr != nil && rt.closed {
 		perr = redis.ErrClosed // not the closed connection's own error: the caller's client is fine
 	}
 	if ln.woken && key != ctl {
@@ -461,30 +467,41 @@ func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, shared bo
 			continue
 		}
 		r.sent = false
-		gone := r.gone.Load()
-		out := waitRound{gone: gone, shared: shared}
-		switch {
-		case failed:
-			out.err = perr
-		case key == r.signal:
-			out.popped = true
-		case r == solo:
-			out.woken, out.slept = key == ctl, slept
-		case gone:
-		case slept && !r.until.After(late):
-			out.slept = true
-		default:
+		out := waitRound{gone: r.gone.Load(), shared: shared, err: perr}
+		if r == solo {
+			out.try, out.woken = try, key == ctl
+		}
+		if !out.answers(r, key, slept, late) {
 			keep = append(keep, r)
 			continue
-		}
-		if r == solo {
-			out.try = try
 		}
 		ended = append(ended, ending{r, out})
 	}
 	clear(ln.reqs[len(keep):])
 	ln.reqs = keep
 	return ended, stale
+}
+
+// answers fills in what a BLPOP that popped from key (""; none), or timed
+// out (slept), by late, says of r, and reports whether that ends r's
+// round: an error (out.err) ends every round; a pop ends its waiter's, a
+// timeout those whose time ran out; the solo waiter's ends with its try,
+// and one that gave up ends at once. The others wait on.
+func (out *waitRound) answers(r *waitReq, key string, slept bool, late time.Time) bool {
+	switch {
+	case out.err != nil:
+		out.woken = false
+	case key == r.signal:
+		out.popped, out.woken = true, false
+	case out.try != nil:
+		out.slept = slept
+	case out.gone:
+	case slept && !r.until.After(late):
+		out.slept = true
+	default:
+		return false
+	}
+	return true
 }
 
 // laneStoppedLocked counts a lane's goroutine out; with none left the
@@ -494,7 +511,7 @@ func (rt *waitRuntime) laneStoppedLocked() {
 	if rt.running > 0 || rt.closed || rt.own == nil || len(rt.hooks) > 0 {
 		return
 	}
-	rt.idle = time.AfterFunc(runtimeIdle, rt.windDown)
+	rt.idle = time.AfterFunc(time.Duration(runtimeIdle.Load()), rt.windDown)
 }
 
 // windDown closes a runtime that has been idle for runtimeIdle. It is
