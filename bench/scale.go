@@ -473,7 +473,8 @@ func scaleTables(rows []*scaleRow, cfg config) string {
 	fmt.Fprintf(&b, "\nThen one client holds %d locks, and %d goroutines (over 10 clients with go-redis's default pool) wait, each on one of the first %d of them, for 3 s; then the holder releases those one after another, and the hand-off is the time from each release to its waiter holding the lock. "+
 		"Redis memory is `used_memory` deltas (with the server's side of the waiters' connections, and of key tracking where a library uses it); "+
 		"the key's own size is `MEMORY USAGE` of one held lock's key; process memory is this process's heap in use plus goroutine stacks, after a GC, per waiting goroutine. "+
-		"The 1 ms polling configurations are left out here: a thousand waiters polling every millisecond would be a million commands a second.\n\n",
+		"The 1 ms polling configurations are left out here: a thousand waiters polling every millisecond would be a million commands a second. "+
+		"go-redis-lock's waits run on connections of its own, which a hook on the caller's client does not see: its commands sent count its tries only; Redis's count is all of them.\n\n",
 		cfg.held, cfg.waiters, cfg.waiters)
 	fmt.Fprintf(&b, "| library | Redis memory / held lock | MEMORY USAGE of its key | Redis memory / waiter | process memory / waiting goroutine | commands sent / waiter-second | Redis commands / waiter-second | hand-off p50 | hand-off p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var notes []string
