@@ -305,7 +305,7 @@ const wakeExpire = 5 * time.Second
 // With replica ack the try is never pipelined: WAIT must follow it on the
 // connection it ran on, the key's master (see core.try).
 func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) waitResult {
-	round, err := l.waitRounds(ctx, req)
+	round, err := waitOn(ctx, l.client, req)
 	if err != nil {
 		return waitResult{err: err}
 	}
@@ -355,19 +355,6 @@ func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q 
 		res, err = l.tryAs(ctx, tryWoken, q)
 	}
 	return l.tryAgain(ctx, moving, res, err, q)
-}
-
-// waitRounds runs req until a round stands: one whose BLPOP of several
-// waiters' keys got an error reply is run again alone, which tells whose
-// key it is.
-func (l *core) waitRounds(ctx context.Context, req *waitReq) (waitRound, error) {
-	for {
-		round, err := waitOn(ctx, l.client, req)
-		if err != nil || round.gone || req.solo || !round.shared || !isReply(round.err) || isTopology(round.err) {
-			return round, err
-		}
-		req.solo = true
-	}
 }
 
 // tryAgain sends the try after a wait once more where it could not run:

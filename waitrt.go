@@ -121,14 +121,7 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	}
 	rt := &waitRuntime{key: k, rc: client, cluster: cluster}
 	if opt.Addr != "" || opt.Dialer != nil {
-		opt.PoolSize, opt.MinIdleConns = maxLanes+2, 0 // a lane each, and wake-ups
-		// No retry: a BLPOP whose reply was lost may have popped a
-		// signal, and a second would pop another waiter's. The waiter
-		// hears of the error and gives back what it may have taken.
-		opt.MaxRetries = -1
-		if cluster {
-			opt.PoolSize = clusterLanesPool
-		}
+		ownPool(&opt, cluster)
 		rt.own = redis.NewClient(&opt)
 		rt.rc, rt.share = rt.own, true
 	}
@@ -137,6 +130,24 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 		_ = rt.own.Close()
 	}
 	return v.(*waitRuntime), nil
+}
+
+// ownPool sets the pool options of a runtime's own client, whatever the
+// caller's client says of its own pool: a lane each and a spare for the
+// wake-ups (a cluster node: up to clusterLanesPool), no connection kept
+// idle or capped otherwise (MaxIdleConns; MaxActiveConns, in go-redis
+// releases that have it), and no retry: a BLPOP whose reply was lost may
+// have popped a signal, and a second would pop another waiter's (the
+// waiter hears of the error and tries on the caller's client instead).
+func ownPool(opt *redis.Options, cluster bool) {
+	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns = maxLanes+2, 0, 0
+	if cluster {
+		opt.PoolSize = clusterLanesPool
+	}
+	opt.MaxRetries = -1
+	if f := reflect.ValueOf(opt).Elem().FieldByName("MaxActiveConns"); f.IsValid() && f.CanSet() && f.Kind() == reflect.Int {
+		f.SetInt(0)
+	}
 }
 
 // A lane is one connection's loop of BLPOPs (see the top of this file).
@@ -155,7 +166,19 @@ type lane struct {
 	// unclaimed holds the wake keys of BLPOPs that ended without taking
 	// the wake-up being pushed to them: its pusher deletes it (see push).
 	unclaimed map[string]bool
+	// displaced holds when a newcomer last woke this lane's solo waiter
+	// (whose try, pipelined behind its BLPOP, ends its round then). For
+	// displacedFor after that the lane pipelines no try, even with one
+	// waiter: the displaced waiter's next round, coming back here or
+	// going to another lane, would otherwise end that lane's solo round
+	// in the same way, and so on round the lanes, hundreds of times a
+	// second (see TestWaitersBeyondTheLanesDoNotChurn).
+	displaced time.Time
 }
+
+// displacedFor is how long a lane whose solo waiter a newcomer woke sends
+// its BLPOPs without a try behind them.
+const displacedFor = time.Second
 
 // A waitReq is one waiter's round: a BLPOP on signal until until, with try
 // pipelined behind it when the waiter is alone on its lane.
@@ -163,7 +186,6 @@ type waitReq struct {
 	signal string
 	until  time.Time
 	try    []any          // nil: never pipelined (replica ack)
-	solo   bool           // wants a lane of its own (see waitRound.refused)
 	res    chan waitRound // its outcome; one slot
 
 	// rt is where it waits (nil before enqueue), gone whether its waiter
@@ -185,9 +207,6 @@ type waitRound struct {
 	gone   bool       // the waiter gave up before it ended
 	try    *redis.Cmd // the pipelined try; nil when none was sent
 	err    error      // the BLPOP's error, other than a nil reply
-	// shared: the BLPOP named other waiters' keys too; with an error
-	// reply, any of them may be at fault (a key that is not a list).
-	shared bool
 }
 
 // A waitReq is used again for the next round of the same wait (a retry):
@@ -250,31 +269,40 @@ func (rt *waitRuntime) enqueue(req *waitReq) error {
 	return nil
 }
 
-// pickLocked returns the lane req is to wait on.
+// pickLocked returns the lane req is to wait on: an idle lane; else a new
+// one, up to maxLanes; else the shared lane with the fewest waiters, so
+// that a lane whose waiter has its try pipelined behind its BLPOP is
+// interrupted only when no lane is shared yet (that try runs when its
+// BLPOP is woken: see lane.displaced). On a cluster, a lane only takes
+// waiters of one hash tag, and lanes are not capped.
 func (rt *waitRuntime) pickLocked(req *waitReq) *lane {
 	tag := hashTag(req.signal)
-	var least *lane
+	var shared, solo *lane
 	for _, ln := range rt.all {
-		if len(ln.reqs) == 0 {
+		switch n := len(ln.reqs); {
+		case n == 0 && (!rt.cluster || ln.tag == tag || !ln.running):
 			ln.tag = tag
 			return ln
-		}
-		if !rt.share || req.solo || (rt.cluster && ln.tag != tag) {
-			continue
-		}
-		if rt.cluster {
-			return ln
-		}
-		if least == nil || len(ln.reqs) < len(least.reqs) {
-			least = ln
+		case !rt.share || (rt.cluster && ln.tag != tag):
+		case n == 1 && solo == nil:
+			solo = ln
+		case n > 1 && (shared == nil || n < len(shared.reqs)):
+			shared = ln
 		}
 	}
-	if least != nil && len(rt.all) >= maxLanes {
-		return least
+	switch {
+	case rt.cluster && shared != nil:
+		return shared
+	case rt.cluster && solo != nil:
+		return solo
+	case !rt.share || rt.cluster || len(rt.all) < maxLanes:
+		ln := &lane{rt: rt, wake: ":wake:" + uuid.NewString(), tag: tag}
+		rt.all = append(rt.all, ln)
+		return ln
+	case shared != nil:
+		return shared
 	}
-	ln := &lane{rt: rt, wake: ":wake:" + uuid.NewString(), tag: tag}
-	rt.all = append(rt.all, ln)
-	return ln
+	return solo
 }
 
 // wakeLocked returns the wake key of ln's BLPOP in flight, if it has one
@@ -346,7 +374,11 @@ func (ln *lane) run() {
 			return
 		}
 		pop, try := ln.block(batch, solo, ctl, d)
-		ended, stale := ln.finish(solo, ctl, pop, try, len(batch) > 1)
+		var culprits map[string]bool
+		if len(batch) > 1 && isReply(pop.Err()) && !isTopology(pop.Err()) {
+			culprits = ln.culprits(batch)
+		}
+		ended, stale := ln.finish(solo, ctl, pop, try, culprits)
 		if stale {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			_ = ln.rt.rc.Del(ctx, ctl).Err()
@@ -356,6 +388,33 @@ func (ln *lane) run() {
 			e.req.res <- e.round
 		}
 	}
+}
+
+// culprits returns the signal keys of batch that are not lists (nor
+// missing): those that made a BLPOP of them all fail with an error reply
+// (WRONGTYPE). Their waiters are told; the others wait on. Nil when it
+// cannot tell: every waiter is told then.
+func (ln *lane) culprits(batch []*waitReq) map[string]bool {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	pipe := ln.rt.rc.Pipeline()
+	types := make([]*redis.StatusCmd, len(batch))
+	for i, r := range batch {
+		types[i] = pipe.Type(ctx, r.signal)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil
+	}
+	bad := map[string]bool{}
+	for i, r := range batch {
+		if t := types[i].Val(); t != "list" && t != "none" {
+			bad[r.signal] = true
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return bad
 }
 
 // An ending is a waitReq's outcome, handed over once the lane is done
@@ -396,7 +455,7 @@ func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Dura
 		until = minTime(until, r.until)
 	}
 	batch = append([]*waitReq(nil), ln.reqs...)
-	if len(batch) == 1 && batch[0].try != nil {
+	if len(batch) == 1 && batch[0].try != nil && time.Since(ln.displaced) > displacedFor {
 		solo = batch[0]
 	}
 	ln.rounds++
@@ -432,9 +491,11 @@ func (ln *lane) block(batch []*waitReq, solo *waitReq, ctl string, d time.Durati
 // finish sorts out the outcome of a BLPOP (pop, with solo's try behind
 // it): it ends the waiters it answers (the one whose signal it popped,
 // the solo waiter, those that gave up or whose time ran out, or all on an
-// error) and keeps the others for the next BLPOP. stale reports that a
-// wake-up it did not take is in Redis, for the lane to delete.
-func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, shared bool) (ended []ending, stale bool) {
+// error but for an error reply that culprits, when not nil, pins on some
+// keys: their waiters only) and keeps the others for the next BLPOP.
+// stale reports that a wake-up it did not take is in Redis, for the lane
+// to delete.
+func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, culprits map[string]bool) (ended []ending, stale bool) {
 	key := ""
 	if kv, err := pop.StringSlice(); err == nil && len(kv) == 2 {
 		key = kv[0]
@@ -467,9 +528,15 @@ func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, shared bo
 			continue
 		}
 		r.sent = false
-		out := waitRound{gone: r.gone.Load(), shared: shared, err: perr}
+		out := waitRound{gone: r.gone.Load(), err: perr}
+		if culprits != nil && !culprits[r.signal] {
+			out.err = nil // another waiter's key failed the BLPOP
+		}
 		if r == solo {
 			out.try, out.woken = try, key == ctl
+			if out.woken && len(ln.reqs) > 1 && !out.gone { // woken for a newcomer
+				ln.displaced = time.Now()
+			}
 		}
 		if !out.answers(r, key, slept, late) {
 			keep = append(keep, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -268,5 +269,147 @@ func TestWaitRuntimeWindsDown(t *testing.T) {
 			_, now := waitingConns(t, admin)
 			return !redislock.HasWaitRuntime(c) && now < peak
 		})
+	}
+}
+
+// heldNames holds n locks named prefix-0... on c (no expire) and returns
+// them.
+func heldNames(t *testing.T, ctx context.Context, c *redis.Client, prefix string, n int) []*redislock.Lock {
+	t.Helper()
+	held := make([]*redislock.Lock, n)
+	for i := range held {
+		held[i] = mustNew(t, c, fmt.Sprint(prefix, "-", i))
+		mustAcquire(t, ctx, held[i])
+	}
+	return held
+}
+
+// One waiter more than there are wait connections (9 names, 8 lanes) makes
+// two share a lane, once: the waiter whose BLPOP the newcomer woke comes
+// back beside it. (It moved on to the next lane with one waiter, woke that
+// one, and so on: 516 BLPOPs, tries and wake-ups a second, for ever.) The
+// connections' own client ignores the caller's pool caps (MaxIdleConns 1
+// made that loop dial 2,000 connections a second).
+func TestWaitersBeyondTheLanesDoNotChurn(t *testing.T) {
+	const n = 9
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	admin := s.Client()
+	held := heldNames(t, ctx, admin, "job", n)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxIdleConns: 1})
+	t.Cleanup(func() { c.Close() })
+	results := make([]<-chan acquired, n)
+	for i := range results {
+		results[i] = acquireAsync(ctx, mustNew(t, c, fmt.Sprint("job-", i)))
+	}
+	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.WaitQueues() >= n })
+	time.Sleep(500 * time.Millisecond) // settled
+	before, from := commandStats(t, admin), time.Now()
+	time.Sleep(2 * time.Second)
+	after := commandStats(t, admin)
+	perSec := func(cmd string) float64 { return float64(after[cmd]-before[cmd]) / time.Since(from).Seconds() }
+	t.Logf("%d waiters on 8 lanes: %.1f BLPOP/s, %.1f EVALSHA/s, %.1f LPUSH/s", n, perSec("blpop"), perSec("evalsha"), perSec("lpush"))
+	if perSec("blpop") > 20 || perSec("lpush") > 5 {
+		t.Errorf("%.1f BLPOP/s and %.1f wake-ups/s for %d waiters whose locks nobody releases; want a few a second", perSec("blpop"), perSec("lpush"), n)
+	}
+	for i, h := range held {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-results[i]; r.err != nil {
+			t.Fatalf("waiter %d: Acquire() = %v", i, r.err)
+		}
+	}
+}
+
+// A signal key that is not a list fails the BLPOP of every name on its
+// lane: only its own waiter is told (WRONGTYPE); the others wait on, on at
+// most 8 connections, and are woken by their releases. (Each was sent on a
+// lane of its own to find out, beyond the 8, and some then took seconds
+// to be woken.)
+func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
+	const n = 12 // more names than lanes: some share
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	admin := s.Client()
+	held := heldNames(t, ctx, admin, "job", n)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	wakes := &wakeCounter{}
+	results := make([]<-chan acquired, n)
+	waiters := make([]*redislock.Lock, n)
+	for i := range results {
+		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i), redislock.WithObserver(wakes))
+		results[i] = acquireAsync(ctx, waiters[i])
+	}
+	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.WaitQueues() >= n })
+	within(t, 10*time.Second, "the waits blocked in Redis", func() bool { k, _ := waitingConns(t, admin); return k == 8 })
+	const bad = 5
+	if err := admin.Set(ctx, "lock-signal:job-5", "not a list", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.LPush(ctx, "lock-signal:job-5:poke", "x").Err(); err != nil { // nothing to do with it
+		t.Fatal(err)
+	}
+	if r := receive(t, results[bad]); r.err == nil || !strings.Contains(r.err.Error(), "WRONGTYPE") {
+		t.Fatalf("the waiter on the bad key: Acquire() = %v, want WRONGTYPE", r.err)
+	}
+	if k, _ := waitingConns(t, admin); k > 8 {
+		t.Errorf("%d connections in BLPOP after the error, want at most 8", k)
+	}
+	signals := wakes.signal.Load()
+	for i, h := range held {
+		if i == bad {
+			continue
+		}
+		released := time.Now()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := receive(t, results[i])
+		if r.err != nil {
+			t.Fatalf("waiter %d: Acquire() = %v", i, r.err)
+		}
+		if took := r.at.Sub(released); took > time.Second {
+			t.Errorf("waiter %d in %v after its release; want it woken at once", i, took)
+		}
+	}
+	if got := wakes.signal.Load() - signals; got < n-1 {
+		t.Errorf("%d waiters woken by their signals, want %d", got, n-1)
+	}
+}
+
+// The caller's pool caps (PoolSize, MaxIdleConns, and MaxActiveConns in
+// go-redis releases that have it) do not cap the wait connections: with
+// all of them at 1, eight waiters wait together and each is woken by its
+// release. (An outside review saw MaxActiveConns inherited on go-redis
+// v9.23; there pipelines also have a pool of their own, which this test
+// does not get to cap, so it shows the reset only where the main pool
+// carries the waits.)
+func TestWaitsIgnoreThePoolCaps(t *testing.T) {
+	const n = 8
+	ctx := ctxT(t)
+	s := redistest.Start(t)
+	admin := s.Client()
+	held := heldNames(t, ctx, admin, "job", n)
+	o := &redis.Options{Addr: s.Addr, PoolSize: 1, MaxIdleConns: 1}
+	if f := reflect.ValueOf(o).Elem().FieldByName("MaxActiveConns"); f.IsValid() {
+		f.SetInt(1)
+		t.Log("MaxActiveConns: 1")
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	results := make([]<-chan acquired, n)
+	for i := range results {
+		results[i] = acquireAsync(ctx, mustNew(t, c, fmt.Sprint("job-", i)))
+	}
+	within(t, 10*time.Second, "every waiter in BLPOP", func() bool { k, _ := waitingConns(t, admin); return k == n })
+	for i, h := range held {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := receive(t, results[i]); r.err != nil {
+			t.Fatalf("waiter %d: Acquire() = %v", i, r.err)
+		}
 	}
 }
