@@ -412,7 +412,11 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 			if all := len(errs) == 0; all == tc.broken {
 				t.Fatalf("%d of %d waiters got the lock after the restart, want all = %v", waiters-len(errs), waiters, !tc.broken)
 			}
-			if last.Sub(restarted) > ttl+time.Second {
+			// The bound is the working variant's: a waiter in the broken one
+			// fails at its first try, or, when that try meets the server
+			// still restarting, when its client gives up dialing (go-redis
+			// v9.23 took 2.9 s once, under load).
+			if !tc.broken && last.Sub(restarted) > ttl+time.Second {
 				t.Fatalf("last waiter returned %v after the restart, want within TTL + 1s", last.Sub(restarted))
 			}
 		})
