@@ -209,9 +209,6 @@ type waitRound struct {
 	err    error      // the BLPOP's error, other than a nil reply
 }
 
-// A waitReq is used again for the next round of the same wait (a retry):
-// waitOn enqueues it anew; abandon finds it where it waits then.
-
 // newWaitReq returns a round of waiting on signal for d.
 func newWaitReq(signal string, d time.Duration, try []any) *waitReq {
 	return &waitReq{signal: signal, until: time.Now().Add(max(d, minSlice)), try: try, res: make(chan waitRound, 1)}
