@@ -30,10 +30,13 @@ func peerClosed(c net.Conn) (closed, gone, blind bool) {
 		n    int
 		rerr error
 	)
-	if err := rc.Read(func(fd uintptr) bool {
+	// Control, not Read: Read fails once the connection's read deadline
+	// has passed (go-redis leaves the last command's one set), which would
+	// make every connection idle for longer than ReadTimeout look closed
+	// here, and then forgotten, unwatched.
+	if err := rc.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
 	}); err != nil {
 		return false, true, false // closed here
 	}

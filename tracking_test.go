@@ -437,6 +437,42 @@ func TestDeadReaderIsReplaced(t *testing.T) {
 	}
 }
 
+// A reader that has been idle for longer than the client's ReadTimeout is
+// still looked at: go-redis leaves the last command's read deadline set,
+// and a probe that honoured it took every such connection for one closed
+// here and forgot it, so a reader the server closed later (a proxy's idle
+// timeout, a CLIENT KILL) went unseen until the next ping, a minute away.
+func TestReaderIdlePastItsReadDeadlineIsStillWatched(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client(func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond })
+	holder := mustNew(t, c, "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, holder)
+	waitReader(t, admin)
+	time.Sleep(1500 * time.Millisecond) // past the read deadline, and past a peek at it
+	var reader string
+	for _, line := range strings.Split(admin.ClientList(ctx).Val(), "\n") {
+		if m := readerID.FindStringSubmatch(line); m != nil {
+			reader = m[1]
+		}
+	}
+	if reader == "" {
+		t.Fatal("no tracking reader")
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "ID", reader).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	admin.Del(ctx, holder.Key())
+	select {
+	case <-holder.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("DEL not noticed within 5s after the idle reader was killed (the next ping of the reader is a minute away)")
+	}
+	t.Logf("idle reader killed, DEL -> Done: %v", time.Since(start))
+}
+
 // opaqueConn hides the socket under a connection: it has none of the
 // methods (SyscallConn, NetConn) through which the tracker peeks at it.
 type opaqueConn struct{ net.Conn }
