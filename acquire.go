@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // acquire tries to take the lock and, when blocking, waits for it. It
@@ -160,8 +162,8 @@ func (a *attempt) wait(ctx context.Context) error {
 	// The slot is migrating: the BLPOP was redirected instead of blocking.
 	// Pause (the try came back busy) before waiting again, so as not to
 	// spin until the migration ends.
-	a.pause = min(max(a.pause*2, minTopologyBackoff), maxTopologyBackoff)
-	if !sleepCtx(ctx, a.pause) {
+	a.pause = topology.Backoff(a.pause)
+	if !topology.Sleep(ctx, a.pause) {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, ctx.Err()))
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // Severity ranks a Finding of Check.
@@ -128,7 +130,7 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 	var err error
 	if cluster, ok := client.(*redis.ClusterClient); ok {
 		// Every master, also one that serves no slot yet but imports one.
-		masters, dones, cerr := clusterMasters(ctx, cluster)
+		masters, dones, cerr := topology.ClusterMasters(ctx, cluster)
 		err = cerr
 		for i, m := range masters {
 			if err == nil {

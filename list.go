@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // LockInfo describes a held lock, or one holder of a semaphore, as List
@@ -63,7 +65,7 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 			info LockInfo
 			held bool
 		)
-		err := retryTopology(ctx, client, func() (err error) {
+		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 			info, held, err = readInfo(ctx, client, name, ks.lockKey(name))
 			return err
 		})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // A Lock is a named lock in Redis, held by at most one owner at a time
@@ -519,7 +521,7 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 	id := l.releaseID(h)
 	n, retried, unanswered, err := l.sendRelease(ctx, id)
 	l.afterRelease(id, unanswered, err)
-	noReply := err != nil && !isReply(err)
+	noReply := err != nil && !topology.IsReply(err)
 	if !countsRetries(l.client) {
 		retried = false // unknown client: a retry cannot be told from an extra encoding
 	}
@@ -586,9 +588,9 @@ func (l *core) releaseID(h *hold) string {
 // may yet run.
 //
 // A topology reply (TRYAGAIN for the whole time the lock's slot migrates:
-// the script touches two keys) is retried within ctx (see retryTopology).
+// the script touches two keys) is retried within ctx (see topology.Do).
 func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
-	var r topoRetry
+	r := topology.Retry{Patience: topologyPatience}
 	for {
 		sha := &countedArg{s: own}
 		if l.releaseCmd != nil { // built once: a copy with the id is all a send allocates
@@ -606,7 +608,7 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 		}
 		retried = final.sends.Load() > 1
 		unanswered = unanswered || retried || sha.sends.Load() > 1
-		if !r.again(ctx, l.client, err) {
+		if !r.Again(ctx, l.client, err) {
 			return n, retried, unanswered, err
 		}
 	}
@@ -736,7 +738,7 @@ func (l *core) extend(ctx context.Context, d time.Duration) error {
 	}
 	cmd, ackErr := l.ack.run(ctx, l.client, l.proto.extend, l.extendKeys, id, ms)
 	n, err := cmd.Int64()
-	noteConnError(ctx, l.client, err)
+	topology.NoteConnError(ctx, l.client, err)
 	if h != nil {
 		h.expectEnd(err == nil && n == 0)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // startRenewal starts the renewal goroutine for a hold acquired at sent. It
@@ -158,7 +160,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 		h.expectBegin()
 		cmd, ackErr := h.ack.run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 		n, err := cmd.Int64()
-		noteConnError(ctx, h.client, err) // a failover: find the new master
+		topology.NoteConnError(ctx, h.client, err) // a failover: find the new master
 		if h.ev != nil {
 			eerr := err
 			if err == nil && n == 0 && ackErr != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // replicaAck is the WithReplicaAck setting: after each write of the lock
@@ -34,7 +36,7 @@ func (a replicaAck) fits(rt time.Duration) error {
 // own connection, so both go to the master of the key over one
 // connection, in a pipeline (on a cluster, the client of the key's
 // master, following MOVED and ASK itself: see route). Topology replies
-// are retried within ctx (see retryTopology). It returns the script's
+// are retried within ctx (see topology.Do). It returns the script's
 // command and an error that matches ErrNotReplicated when fewer than n
 // replicas acknowledged; the caller decides whether the script wrote
 // anything that needed them.
@@ -47,21 +49,21 @@ func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *re
 // turn keys: see Lock.try).
 func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args []any, soloKeys []string, soloArgs []any) (cmd *redis.Cmd, ackErr error) {
 	fallBack := func(err error) {
-		if soloKeys != nil && isTopology(err) {
+		if soloKeys != nil && topology.Is(err) {
 			keys, args = soloKeys, soloArgs
 		}
 	}
 	if !a.on() {
-		_ = retryTopology(ctx, client, func() error {
+		_ = topology.Do(ctx, client, topologyPatience, func() error {
 			cmd = s.Run(ctx, client, keys, args...)
 			fallBack(cmd.Err())
 			return cmd.Err()
 		})
 		return cmd, nil
 	}
-	var r route
-	_ = retryTopology(ctx, client, func() error {
-		n, asking, done, err := r.node(ctx, client, keys[0])
+	var r topology.Route
+	_ = topology.Do(ctx, client, topologyPatience, func() error {
+		n, asking, done, err := r.Node(ctx, client, keys[0])
 		if err != nil {
 			cmd = redis.NewCmd(ctx)
 			cmd.SetErr(err)
@@ -79,7 +81,7 @@ func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *
 		_, err = pipe.Exec(ctx) // each command's own error is read below
 		failedPipeline(err, cmd, wait)
 		ackErr = a.check(wait)
-		r.follow(cmd.Err())
+		r.Follow(cmd.Err())
 		fallBack(cmd.Err())
 		return cmd.Err()
 	})
@@ -107,7 +109,7 @@ func (a replicaAck) check(wait *redis.Cmd) error {
 // (no connection: a dead node) to those of cmds left without a result,
 // which some go-redis v9 releases leave with neither value nor error.
 func failedPipeline(err error, cmds ...*redis.Cmd) {
-	if err == nil || isReply(err) || errors.Is(err, redis.Nil) {
+	if err == nil || topology.IsReply(err) || errors.Is(err, redis.Nil) {
 		return
 	}
 	for _, c := range cmds {

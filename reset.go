@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // scanCount is the COUNT hint of each SCAN step in ResetAll.
@@ -18,7 +20,7 @@ const scanCount = 1000
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
 	var deleted int
-	err := retryTopology(ctx, l.client, func() (err error) {
+	err := topology.Do(ctx, l.client, topologyPatience, func() (err error) {
 		deleted, err = resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
 		return err
 	})
@@ -61,7 +63,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, name string) error {
 		keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
 		var deleted int
-		err := retryTopology(ctx, client, func() (err error) {
+		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 			deleted, err = resetScript.Run(ctx, client, keys, signalExpireMS, turnMS).Int()
 			return err
 		})
@@ -194,7 +196,7 @@ func eachKey(ctx context.Context, client redis.UniversalClient, pattern, typ str
 	if cluster, ok := client.(*redis.ClusterClient); ok {
 		// Every master, also one that serves no slot yet but imports one
 		// (ForEachMaster would skip it, and the keys moved there).
-		masters, dones, err := clusterMasters(ctx, cluster)
+		masters, dones, err := topology.ClusterMasters(ctx, cluster)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // An RWMutex is a reader/writer lock in Redis, the distributed form of
@@ -380,7 +382,7 @@ func (rw *RWMutex) Info(ctx context.Context) (RWInfo, error) {
 
 func readRWInfo(ctx context.Context, client redis.UniversalClient, keys []string) (RWInfo, error) {
 	var vals []any
-	err := retryTopology(ctx, client, func() (err error) {
+	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 		vals, err = rwInfoScript.Run(ctx, client, keys).Slice()
 		return err
 	})
@@ -430,7 +432,7 @@ func (rw *RWMutex) Reset(ctx context.Context) (int, error) {
 
 func resetRWMutex(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
-	err := retryTopology(ctx, client, func() (err error) {
+	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 		n, err = rwResetScript.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})

@@ -186,11 +186,3 @@ func parseAcquire(cmd *redis.Cmd) (acquireResult, error) {
 func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
-
-// isReply reports whether err is a reply from Redis (the command ran, or was
-// refused, and the connection is fine), as opposed to a transport or
-// context error after which the command may or may not have run.
-func isReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
-}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // A Semaphore lets at most size holders at a time, across every process
@@ -224,7 +226,7 @@ func (s *Semaphore) Holders(ctx context.Context) (holders []Holder, size int, er
 // readHolders runs the holders script on the semaphore keys.
 func readHolders(ctx context.Context, client redis.UniversalClient, keys []string) ([]Holder, int, error) {
 	var vals []any
-	err := retryTopology(ctx, client, func() (err error) {
+	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 		vals, err = semHoldersScript.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
 		return err
 	})
@@ -264,7 +266,7 @@ func (s *Semaphore) Reset(ctx context.Context) (int, error) {
 
 func resetSemaphore(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
-	err := retryTopology(ctx, client, func() (err error) {
+	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
 		n, err = semResetScript.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})

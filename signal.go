@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // Waiting for a lock.
@@ -108,13 +110,13 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *waitQueue) (acquireRe
 	acquireCmd, acquireArgs := l.prepared(in, mode, q)
 	if !l.ack.on() {
 		cmd := runPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
-		if isTopology(cmd.Err()) {
+		if topology.Is(cmd.Err()) {
 			// The slot migrates: a script on several keys, some of them
 			// missing, is answered TRYAGAIN until it ends. Without the
 			// turn keys a plain acquire has one key, which the importing
 			// node serves (a fenced one has two, and is retried).
 			soloCmd, soloArgs := l.prepared(in, solo, q)
-			_ = retryTopology(ctx, l.client, func() error {
+			_ = topology.Do(ctx, l.client, topologyPatience, func() error {
 				cmd = runPrepared(ctx, l.client, soloCmd, l.proto.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
 			})
@@ -255,7 +257,7 @@ type waitResult struct {
 	popped bool // the BLPOP took a wake-up signal
 	woken  bool // the BLPOP was woken through its lane's wake key
 	slept  bool // the BLPOP ran out its slice (a nil reply)
-	moving bool // the BLPOP got a topology reply (see retryTopology): it did not block
+	moving bool // the BLPOP got a topology reply (see topology.Do): it did not block
 	err    error
 }
 
@@ -286,7 +288,7 @@ func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResu
 		// which also wakes the next waiter.
 		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
 		l.afterRelease(r.res.id, unanswered, err)
-	case r.popped || (r.err != nil && !isReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
+	case r.popped || (r.err != nil && !topology.IsReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
 		l.giveBackNow(ctx)
 	}
 }
@@ -310,9 +312,9 @@ func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *wait
 		return waitResult{err: err}
 	}
 	perr := round.err
-	r := waitResult{popped: round.popped, woken: round.woken, slept: round.slept, moving: isTopology(perr)}
+	r := waitResult{popped: round.popped, woken: round.woken, slept: round.slept, moving: topology.Is(perr)}
 	r.res, r.err = l.afterRound(ctx, round, in, q)
-	if perr != nil && isReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
+	if perr != nil && topology.IsReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
 		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
@@ -334,8 +336,8 @@ func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *wait
 // what may have been taken is given back (see core.fail, abandonWait).
 func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q *waitQueue) (acquireResult, error) {
 	perr := round.err
-	moving := isTopology(perr)
-	lost := perr != nil && !moving && !isReply(perr)
+	moving := topology.Is(perr)
+	lost := perr != nil && !moving && !topology.IsReply(perr)
 	var (
 		res acquireResult
 		err error
@@ -364,11 +366,11 @@ func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q 
 // moves (MOVED, ASK, TRYAGAIN...). It is sent on its own, with EVAL when
 // needed, following redirects; res and err stand otherwise.
 func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *waitQueue) (acquireResult, error) {
-	if moving && err != nil && !isReply(err) {
-		refreshSlots(ctx, l.client) // find the new master
+	if moving && err != nil && !topology.IsReply(err) {
+		topology.RefreshSlots(ctx, l.client) // find the new master
 		res, err = l.try(ctx, true, q)
 	}
-	if isNoScript(err) || isTopology(err) {
+	if isNoScript(err) || topology.Is(err) {
 		res, err = l.try(ctx, true, q)
 	}
 	return res, err
@@ -398,7 +400,7 @@ func maxRetries(client redis.UniversalClient) int {
 // ErrNotReplicated the acquire already released what it took, waking the
 // next waiter.
 func (l *core) fail(ctx context.Context, err error, popped bool) error {
-	if (popped || !isReply(err)) && !errors.Is(err, ErrNotReplicated) {
+	if (popped || !topology.IsReply(err)) && !errors.Is(err, ErrNotReplicated) {
 		l.ev.gaveBack(ctx, l.info(l.ownerID()), err)
 		l.giveBack(ctx)
 	}
@@ -459,7 +461,7 @@ func (l *core) giveBackNow(ctx context.Context) {
 		err = l.proto.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
-	if l.autoID && (retried || (err != nil && !isReply(err))) {
+	if l.autoID && (retried || (err != nil && !topology.IsReply(err))) {
 		// An attempt got no reply and may run later, when this Lock
 		// may hold the lock again under the same id: it would delete
 		// that hold. A fresh id makes it miss.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // Watching held keys.
@@ -715,7 +717,7 @@ func (t *tracker) stillMaster(c *trackConns) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
 	ours, err := runID(ctx, c.rd)
-	if err != nil && !isReply(err) {
+	if err != nil && !topology.IsReply(err) {
 		c.broken.Store(true) // hung, or lost
 		return false
 	}
@@ -840,7 +842,7 @@ func nextBackoff(d time.Duration) time.Duration {
 // subcommand", Redis 6 "ERR Unknown subcommand or wrong number of
 // arguments" (see TestTrackingRefusalsOnEveryServer).
 func refusesTracking(err error) bool {
-	if !isReply(err) {
+	if !topology.IsReply(err) {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
@@ -925,7 +927,7 @@ func (t *tracker) check(c *trackConns) error {
 	if c.rdNew.Swap(false) {
 		t.markAll() // a new connection of rd: keys read before are not tracked on it
 	}
-	if err != nil && !errors.Is(err, redis.Nil) && !isReply(err) {
+	if err != nil && !errors.Is(err, redis.Nil) && !topology.IsReply(err) {
 		// The connection failed: some go-redis v9 releases then leave
 		// the GETs without an error and with an empty value. Nothing was
 		// read; read it all again.
@@ -936,13 +938,13 @@ func (t *tracker) check(c *trackConns) error {
 	for i, key := range keys {
 		v, err := cmds[i].Result()
 		missing := errors.Is(err, redis.Nil)
-		kind, _ := topology(err)
+		kind, _ := topology.Classify(err)
 		switch {
 		case missing:
 		case redis.HasErrorPrefix(err, "WRONGTYPE"):
 			// Not a string: someone else made the key something else.
 			v = ""
-		case kind == topoMoved || kind == topoAsk || kind == topoReadOnly:
+		case kind == topology.Moved || kind == topology.Ask || kind == topology.ReadOnly:
 			// This node no longer answers for the key (its slot moved,
 			// or the node became a replica). Its holds are watched
 			// again where the key is now; meanwhile renewal finds a
@@ -1317,7 +1319,7 @@ func (c *trackConns) rdOnConnect(userOnConnect func(context.Context, *redis.Conn
 		id := c.subID.Load()
 		list := redis.NewStringCmd(ctx, "CLIENT", "LIST", "ID", id)
 		_ = cn.Process(ctx, list)
-		if err := list.Err(); isReply(err) && strings.Contains(err.Error(), "syntax error") {
+		if err := list.Err(); topology.IsReply(err) && strings.Contains(err.Error(), "syntax error") {
 			// Redis 6.0 has no CLIENT LIST ID: the whole list, then.
 			list = redis.NewStringCmd(ctx, "CLIENT", "LIST")
 			_ = cn.Process(ctx, list)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // Waiting on connections of the library's own.
@@ -372,7 +374,7 @@ func (ln *lane) run() {
 		}
 		pop, try := ln.block(batch, solo, ctl, d)
 		var culprits map[string]bool
-		if len(batch) > 1 && isReply(pop.Err()) && !isTopology(pop.Err()) {
+		if len(batch) > 1 && topology.IsReply(pop.Err()) && !topology.Is(pop.Err()) {
 			culprits = ln.culprits(batch)
 		}
 		ended, stale := ln.finish(solo, ctl, pop, try, culprits)

@@ -1,17 +1,5 @@
-package redislock
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// Topology changes.
+// Package topology sorts the error replies Redis gives while its topology
+// changes, and says what a call does about them.
 //
 // While a Redis Cluster moves a slot, or fails a shard over, Redis answers
 // some commands with an error reply that means "not here" or "not now":
@@ -30,15 +18,33 @@ import (
 // ASK itself, but retries the others only a few times (MaxRedirects: 40 to
 // 90 ms in all), and a pipeline sent to one node, as WithReplicaAck must
 // (WAIT counts the writes of its own connection), sees even MOVED and ASK
-// raw. So every command of a Lock goes through retryTopology: such a reply
+// raw. So every command of a lock goes through Do: such a reply
 // is retried, with a short backoff, for as long as the call's context
-// allows, but no longer than topologyPatience. A slot left migrating by an
+// allows, but no longer than its patience. A slot left migrating by an
 // operator (a resharding that died halfway) would otherwise hold a call
 // for ever.
+package topology
 
-// topologyPatience bounds how long one call retries the replies above (a
-// variable for the tests).
-var topologyPatience = 10 * time.Second
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPatience bounds how long one call retries the replies above,
+// when the caller gives no other bound.
+const DefaultPatience = 10 * time.Second
+
+// IsReply reports whether err is an error reply of Redis (not a transport
+// error, nor a context's).
+func IsReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
 
 // Backoff between retries of a topology reply.
 const (
@@ -46,39 +52,46 @@ const (
 	maxTopologyBackoff = 100 * time.Millisecond
 )
 
-// topoKind classifies an error reply that says the command did not run
+// Backoff returns the pause before the next retry of a topology reply,
+// after a pause of prev (0 before the first retry): doubling from 2 ms up
+// to 100 ms.
+func Backoff(prev time.Duration) time.Duration {
+	return min(max(prev*2, minTopologyBackoff), maxTopologyBackoff)
+}
+
+// Kind classifies an error reply that says the command did not run
 // because the topology is changing.
-type topoKind int
+type Kind int
 
 const (
-	topoNone     topoKind = iota
-	topoMoved             // MOVED slot addr
-	topoAsk               // ASK slot addr
-	topoTryAgain          // TRYAGAIN, CLUSTERDOWN, LOADING, UNBLOCKED
-	topoReadOnly          // READONLY: a master demoted by a failover
+	None     Kind = iota
+	Moved         // MOVED slot addr
+	Ask           // ASK slot addr
+	TryAgain      // TRYAGAIN, CLUSTERDOWN, LOADING, UNBLOCKED
+	ReadOnly      // READONLY: a master demoted by a failover
 )
 
-// topology classifies err, and returns the address of a MOVED or ASK.
-func topology(err error) (topoKind, string) {
-	if err == nil || !isReply(err) {
-		return topoNone, ""
+// Classify classifies err, and returns the address of a MOVED or ASK.
+func Classify(err error) (Kind, string) {
+	if err == nil || !IsReply(err) {
+		return None, ""
 	}
 	msg := err.Error()
 	for _, p := range [...]struct {
 		prefix string
-		kind   topoKind
+		kind   Kind
 	}{
-		{"MOVED ", topoMoved},
-		{"ASK ", topoAsk},
-		{"TRYAGAIN", topoTryAgain},
-		{"CLUSTERDOWN", topoTryAgain},
-		{"LOADING", topoTryAgain},
-		{"UNBLOCKED", topoTryAgain},
-		{"READONLY", topoReadOnly},
+		{"MOVED ", Moved},
+		{"ASK ", Ask},
+		{"TRYAGAIN", TryAgain},
+		{"CLUSTERDOWN", TryAgain},
+		{"LOADING", TryAgain},
+		{"UNBLOCKED", TryAgain},
+		{"READONLY", ReadOnly},
 	} {
 		if rest, ok := strings.CutPrefix(msg, p.prefix); ok {
 			addr := ""
-			if p.kind == topoMoved || p.kind == topoAsk {
+			if p.kind == Moved || p.kind == Ask {
 				if f := strings.Fields(rest); len(f) == 2 {
 					addr = f[1]
 				}
@@ -86,59 +99,66 @@ func topology(err error) (topoKind, string) {
 			return p.kind, addr
 		}
 	}
-	return topoNone, ""
+	return None, ""
 }
 
-// isTopology reports whether err is one of the replies above.
-func isTopology(err error) bool {
-	k, _ := topology(err)
-	return k != topoNone
+// Is reports whether err is one of the replies above.
+func Is(err error) bool {
+	k, _ := Classify(err)
+	return k != None
 }
 
-// topoRetry paces the retries of one call (see retryTopology).
-type topoRetry struct {
+// Retry paces the retries of one call (see Do).
+type Retry struct {
+	// Patience bounds how long one call retries (DefaultPatience when 0).
+	Patience time.Duration
+
 	start time.Time
 	wait  time.Duration
 }
 
-// again reports whether the call that got err should be sent again, after
+// Again reports whether the call that got err should be sent again, after
 // waiting; false when err is no topology reply, or ctx or the patience
 // ran out. Before a retry it has a cluster client reload its slot map when
 // the reply says the map is stale (MOVED, READONLY), or a node stopped
 // answering (a failover: the client would otherwise dial the dead master
 // until its next periodic reload).
-func (r *topoRetry) again(ctx context.Context, client redis.UniversalClient, err error) bool {
-	kind, _ := topology(err)
+func (r *Retry) Again(ctx context.Context, client redis.UniversalClient, err error) bool {
+	kind, _ := Classify(err)
 	switch kind {
-	case topoNone:
+	case None:
 		return false
-	case topoMoved, topoReadOnly:
-		refreshSlots(ctx, client)
+	case Moved, ReadOnly:
+		RefreshSlots(ctx, client)
 	}
 	if r.start.IsZero() {
 		r.start = time.Now()
 	}
-	r.wait = min(max(r.wait*2, minTopologyBackoff), maxTopologyBackoff)
-	if time.Since(r.start)+r.wait > topologyPatience {
+	r.wait = Backoff(r.wait)
+	patience := r.Patience
+	if patience == 0 {
+		patience = DefaultPatience
+	}
+	if time.Since(r.start)+r.wait > patience {
 		return false
 	}
-	return sleepCtx(ctx, r.wait)
+	return Sleep(ctx, r.wait)
 }
 
-// retryTopology calls op until its error is no topology reply, within ctx
-// and topologyPatience (see topoRetry). It returns op's last error.
-func retryTopology(ctx context.Context, client redis.UniversalClient, op func() error) error {
-	var r topoRetry
+// Do calls op until its error is no topology reply, within ctx
+// and patience (see Retry). It returns op's last error.
+func Do(ctx context.Context, client redis.UniversalClient, patience time.Duration, op func() error) error {
+	r := Retry{Patience: patience}
 	for {
 		err := op()
-		if !r.again(ctx, client, err) {
+		if !r.Again(ctx, client, err) {
 			return err
 		}
 	}
 }
 
-// sleepCtx waits d, or less when ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep waits d, or less when ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -149,44 +169,44 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// refreshSlots has a cluster client reload its slot map (in the
+// RefreshSlots has a cluster client reload its slot map (in the
 // background: go-redis does at most one reload at a time, and pauses 200
 // ms after each). Other clients need nothing.
-func refreshSlots(ctx context.Context, client redis.UniversalClient) {
+func RefreshSlots(ctx context.Context, client redis.UniversalClient) {
 	if c, ok := client.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}
 }
 
-// noteConnError is called after a command of a Lock failed without a
+// NoteConnError is called after a command of a Lock failed without a
 // reply: on a cluster the node may be gone (a failover), and the slot map
 // is reloaded so that the next attempt goes to the new master.
-func noteConnError(ctx context.Context, client redis.UniversalClient, err error) {
-	if err != nil && !isReply(err) && !errors.Is(err, context.Canceled) {
-		refreshSlots(ctx, client)
+func NoteConnError(ctx context.Context, client redis.UniversalClient, err error) {
+	if err != nil && !IsReply(err) && !errors.Is(err, context.Canceled) {
+		RefreshSlots(ctx, client)
 	}
 }
 
-// route is where the next attempt of a pipeline to one key's node goes:
+// Route is where the next attempt of a pipeline to one key's node goes:
 // the key's master as the cluster client knows it, or the node of the last
 // MOVED or ASK (with ASKING before each command of the key) until it too
 // redirects. Only pipelines sent to one node (WithReplicaAck) need it; a
 // ClusterClient routes everything else itself.
-type route struct {
+type Route struct {
 	addr   string
 	asking bool
 }
 
-// node returns the client for the next attempt on key, whether each of
+// Node returns the client for the next attempt on key, whether each of
 // its commands on the key must follow an ASKING, and a func to call when
 // done with the client.
-func (r *route) node(ctx context.Context, client redis.UniversalClient, key string) (redis.UniversalClient, bool, func(), error) {
+func (r *Route) Node(ctx context.Context, client redis.UniversalClient, key string) (redis.UniversalClient, bool, func(), error) {
 	cluster, ok := client.(*redis.ClusterClient)
 	if !ok {
 		return client, false, func() {}, nil
 	}
 	if r.addr != "" {
-		n, done := nodeClient(ctx, cluster, r.addr)
+		n, done := NodeClient(ctx, cluster, r.addr)
 		return n, r.asking, done, nil
 	}
 	n, err := cluster.MasterForKey(ctx, key)
@@ -196,24 +216,24 @@ func (r *route) node(ctx context.Context, client redis.UniversalClient, key stri
 	return n, false, func() {}, nil
 }
 
-// follow records where the reply err sends the next attempt.
-func (r *route) follow(err error) {
-	switch kind, addr := topology(err); kind {
-	case topoMoved:
+// Follow records where the reply err sends the next attempt.
+func (r *Route) Follow(err error) {
+	switch kind, addr := Classify(err); kind {
+	case Moved:
 		r.addr, r.asking = addr, false
-	case topoAsk:
+	case Ask:
 		r.addr, r.asking = addr, true
 	default:
 		r.addr, r.asking = "", false
 	}
 }
 
-// nodeClient returns a client of the cluster node at addr and a func to
+// NodeClient returns a client of the cluster node at addr and a func to
 // call when done with it: the cluster client's own when its slot map (here
 // reloaded) has the node; else, for a node that serves no slot yet (one
 // added, and importing its first slot), a client of its own with the
 // cluster's options, closed by the func.
-func nodeClient(ctx context.Context, cluster *redis.ClusterClient, addr string) (*redis.Client, func()) {
+func NodeClient(ctx context.Context, cluster *redis.ClusterClient, addr string) (*redis.Client, func()) {
 	var (
 		mu    sync.Mutex
 		found *redis.Client
@@ -229,13 +249,13 @@ func nodeClient(ctx context.Context, cluster *redis.ClusterClient, addr string) 
 	if found != nil {
 		return found, func() {}
 	}
-	n := redis.NewClient(nodeOptions(cluster.Options(), addr))
+	n := redis.NewClient(NodeOptions(cluster.Options(), addr))
 	return n, func() { n.Close() }
 }
 
-// nodeOptions returns the options of a client of the node at addr of a
+// NodeOptions returns the options of a client of the node at addr of a
 // cluster with options o, as go-redis makes them for its own nodes.
-func nodeOptions(o *redis.ClusterOptions, addr string) *redis.Options {
+func NodeOptions(o *redis.ClusterOptions, addr string) *redis.Options {
 	return &redis.Options{
 		Addr:                  addr,
 		ClientName:            o.ClientName,
@@ -256,12 +276,12 @@ func nodeOptions(o *redis.ClusterOptions, addr string) *redis.Options {
 	}
 }
 
-// clusterMasters returns every master of the cluster, as CLUSTER NODES on
+// ClusterMasters returns every master of the cluster, as CLUSTER NODES on
 // any node lists them (failed ones left out): unlike the slot map behind
 // ForEachMaster, it has the masters that serve no slot yet, such as a node
 // added and importing its first slot. Each comes with a func to call when
 // done with its client.
-func clusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis.Client, []func(), error) {
+func ClusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis.Client, []func(), error) {
 	text, err := cluster.ClusterNodes(ctx).Result()
 	if err != nil {
 		return nil, nil, err
@@ -284,24 +304,9 @@ func clusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis
 		if h, _, ok := strings.Cut(addr, ","); ok { // ip:port@cport,hostname
 			addr = h
 		}
-		c, done := nodeClient(ctx, cluster, addr)
+		c, done := NodeClient(ctx, cluster, addr)
 		clients = append(clients, c)
 		dones = append(dones, done)
 	}
 	return clients, dones, nil
-}
-
-// errRing says why a Ring is refused.
-var errRing = errors.New("a go-redis Ring shards keys by its own hash; use a *redis.Client per node, or a ClusterClient")
-
-// checkClient returns ErrUnsupportedClient for a client the library
-// cannot keep its promises on: a *redis.Ring, whose shards do not share
-// the signal list of a lock with its key (BLPOP and the release's LPUSH
-// may go to different shards unless every key is hash-tagged), nor send
-// WAIT to the shard of the key.
-func checkClient(client redis.UniversalClient) error {
-	if _, ok := client.(interface{ Options() *redis.RingOptions }); ok { // a Ring, or a type around one
-		return fmt.Errorf("%w (%w)", ErrUnsupportedClient, errRing)
-	}
-	return nil
 }

@@ -1,0 +1,90 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+type testReply string
+
+func (e testReply) Error() string { return string(e) }
+func (e testReply) RedisError()   {}
+
+func TestTopologyClassifiesReplies(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		kind Kind
+		addr string
+	}{
+		{testReply("MOVED 2906 127.0.0.1:7001"), Moved, "127.0.0.1:7001"},
+		{testReply("ASK 2906 127.0.0.1:7002"), Ask, "127.0.0.1:7002"},
+		{testReply("TRYAGAIN Multiple keys request during rehashing of slot"), TryAgain, ""},
+		{testReply("CLUSTERDOWN The cluster is down"), TryAgain, ""},
+		{testReply("LOADING Redis is loading the dataset in memory"), TryAgain, ""},
+		{testReply("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"), TryAgain, ""},
+		{testReply("READONLY You can't write against a read only replica."), ReadOnly, ""},
+		{testReply("ERR unknown command"), None, ""},
+		{testReply("NOSCRIPT No matching script"), None, ""},
+		{errors.New("MOVED 1 127.0.0.1:1"), None, ""}, // not a reply: a transport error never is
+		{nil, None, ""},
+	} {
+		kind, addr := Classify(c.err)
+		if kind != c.kind || addr != c.addr {
+			t.Errorf("Classify(%v) = %v, %q; want %v, %q", c.err, kind, addr, c.kind, c.addr)
+		}
+	}
+}
+
+// Retry gives up at its patience, and at once on a reply that is no
+// topology reply, or on an error that is no reply.
+func TestRetryGivesUp(t *testing.T) {
+	ctx := context.Background()
+	tryAgain := testReply("TRYAGAIN Multiple keys request during rehashing of slot")
+	for _, c := range []struct {
+		name string
+		err  error
+		want int // calls of op
+	}{
+		{"not a topology reply", testReply("ERR wrong"), 1},
+		{"not a reply", errors.New("EOF"), 1},
+		{"nil", nil, 1},
+	} {
+		n := 0
+		err := Do(ctx, nil, time.Second, func() error { n++; return c.err })
+		if n != c.want || !errors.Is(err, c.err) {
+			t.Errorf("%s: %d calls, %v; want %d, %v", c.name, n, err, c.want, c.err)
+		}
+	}
+	n := 0
+	start := time.Now()
+	err := Do(ctx, nil, 50*time.Millisecond, func() error { n++; return tryAgain })
+	if err != tryAgain || n < 2 {
+		t.Fatalf("Do(TRYAGAIN until patience) = %v after %d calls; want the reply, after several", err, n)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Do gave up after %v; want about its patience (50 ms)", took)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	n = 0
+	if err := Do(cctx, nil, time.Minute, func() error { n++; return tryAgain }); err != tryAgain || n != 1 {
+		t.Fatalf("Do with a cancelled ctx = %v after %d calls; want the reply, after 1", err, n)
+	}
+}
+
+func TestBackoffDoublesWithinBounds(t *testing.T) {
+	var got []time.Duration
+	d := time.Duration(0)
+	for range 8 {
+		d = Backoff(d)
+		got = append(got, d)
+	}
+	want := []time.Duration{2, 4, 8, 16, 32, 64, 100, 100}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("Backoff steps = %v; want %v ms", got, want)
+		}
+	}
+}
