@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
 // Severity ranks a Finding of Check.
@@ -174,14 +175,13 @@ func checkTracking(node redis.UniversalClient, addr string, c config) []Finding 
 	if !ok {
 		return finding(Warning, "key tracking not available on a %T: a lost lock is found at the next renewal or the local deadline", node)
 	}
-	conns, err := connectTracking(*n.Options())
-	if err != nil && !refusesTracking(err) {
+	err := watch.Probe(*n.Options())
+	if err != nil && !watch.Refuses(err) {
 		return finding(Warning, "key tracking could not be set up just now (%v): holds are watched once it can, retried with backoff; until then a lost lock is found at the next renewal or the local deadline", err)
 	}
 	if err != nil {
 		return finding(Warning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
 	}
-	conns.close()
 	return finding(Info, "key tracking works: a lost lock is noticed at once")
 }
 

@@ -382,7 +382,7 @@ func (m multiObserver) HoldEnd(e HoldEndEvent) {
 }
 
 // watchRefused logs that the hold of in is no longer watched: Redis refused
-// the key watch (see refusesTracking), and a loss is found by renewal or
+// the key watch (see watch.Refuses), and a loss is found by renewal or
 // the local deadline.
 func (e *events) watchRefused(in LockRef, err error) {
 	ctx := context.Background()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
 // Watched reports whether l's current hold is watched by a tracker.
@@ -35,10 +37,10 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 }
 
 // TrackerPokes returns how many times trackers were poked so far.
-func TrackerPokes() int64 { return pokes.Load() }
+func TrackerPokes() int64 { return watch.Count().Pokes }
 
 // TrackerRounds counts the rounds of every tracker's goroutine (one per wake-up).
-func TrackerRounds() int64 { return runRounds.Load() }
+func TrackerRounds() int64 { return watch.Count().Rounds }
 
 // WaitQueues returns how many local wait queues the process holds.
 func WaitQueues() int {
@@ -48,23 +50,11 @@ func WaitQueues() int {
 }
 
 // TrackerWakeFires counts the firings of every tracker's wake timer.
-func TrackerWakeFires() int64 { return wakeFires.Load() }
+func TrackerWakeFires() int64 { return watch.Count().WakeFires }
 
 // TrackerChurnWake returns the wake timer's pause of client's trackers
 // (the longest, on a cluster): zero while holds do not come and go.
-func TrackerChurnWake(client redis.UniversalClient) time.Duration {
-	var d time.Duration
-	trackers.Range(func(k, v any) bool {
-		if k.(trackerKey).client == client {
-			t := v.(*tracker)
-			t.mu.Lock()
-			d = max(d, t.churnWake)
-			t.mu.Unlock()
-		}
-		return true
-	})
-	return d
-}
+func TrackerChurnWake(client redis.UniversalClient) time.Duration { return watch.ChurnWake(client) }
 
 // AddWaitHook adds hook to the connections that client's waits run on (see
 // waitrt.go), as client.AddHook(hook) does to client's own: go-redis hooks
@@ -84,8 +74,8 @@ func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
 	}
 }
 
-// RefusesTracking is refusesTracking: whether err switches the key watch off.
-var RefusesTracking = refusesTracking
+// RefusesTracking is watch.Refuses: whether err switches the key watch off.
+var RefusesTracking = watch.Refuses
 
 // SetRuntimeIdle sets how long a wait runtime keeps its connections after
 // its last wait, until the test ends.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
 // A hold is one acquisition of a Lock, from Acquire to Release or loss. It
@@ -55,11 +57,9 @@ type hold struct {
 	capped  bool        // renewal stopped at maxEnd
 	until   time.Time   // the end of the last Extend; renewals keep the key at least that long
 
-	watcher     *tracker      // watches the key; nil when not watched
-	watchKey    string        // the key it watches
-	unwatched   bool          // unwatch was called: never watched again
-	checked     time.Time     // the expires the key was last read for (see verify)
-	rewatchWait time.Duration // the last pause before watching again (see rewatch)
+	watch     *watch.Watch // watches the key; nil when not watched
+	unwatched bool         // unwatch was called: never watched again
+	checked   time.Time    // the expires the key was last read for (see verify)
 
 	stop       chan struct{}      // closed to stop the renewal goroutine; nil without one
 	stopCtx    context.Context    // the renewal's calls run on it; cancelled with stop
@@ -341,25 +341,66 @@ func (h *hold) extended(sent time.Time, d time.Duration) {
 	h.timer.Reset(time.Until(h.checkAt()))
 }
 
-// expectBegin and expectEnd bracket an extend of h's key, which the
-// tracker watching it, if any, must hear of (see tracker.expectBegin).
-func (h *hold) expectBegin() {
+// setWatch records that w watches h's key. A hold that ended, or was
+// unwatched, meanwhile stops w again.
+func (h *hold) setWatch(w *watch.Watch) {
 	h.mu.Lock()
-	t, key := h.watcher, h.watchKey
+	ended := h.err != nil || h.unwatched
+	if !ended {
+		h.watch = w
+	}
 	h.mu.Unlock()
-	if t != nil {
-		t.expectBegin(key)
+	if ended {
+		w.Stop()
 	}
 }
 
-func (h *hold) expectEnd(changed bool) {
+// unwatch stops watching h's key. Called before a release is sent, so
+// that the watch does not read our own release as a loss, and when the
+// hold ends.
+func (h *hold) unwatch() {
 	h.mu.Lock()
-	t, key := h.watcher, h.watchKey
+	w := h.watch
+	h.watch, h.unwatched = nil, true
 	h.mu.Unlock()
-	if t != nil {
-		t.expectEnd(key, changed)
-	}
+	w.Stop()
 }
+
+// watching returns h's watch; nil when not watched.
+func (h *hold) watching() *watch.Watch {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watch
+}
+
+// watched reports whether h's key is watched now.
+func (h *hold) watched() bool { return h.watching().Watched() }
+
+// expectBegin and expectEnd bracket an extend of h's key, which the watch,
+// if any, must hear of (see watch.Watch.ExpectBegin).
+func (h *hold) expectBegin() { h.watching().ExpectBegin() }
+
+func (h *hold) expectEnd(changed bool) { h.watching().ExpectEnd(changed) }
+
+// ID, Lost, Refused and Done make h a watch.Hold.
+
+// ID returns the owner id h holds its key under.
+func (h *hold) ID() string { return h.id }
+
+// Lost ends h: the watch found its key gone, or another owner's.
+func (h *hold) Lost(gone bool) {
+	if gone {
+		h.end(lost(ErrExpired))
+		return
+	}
+	h.end(lost(ErrTakenOver))
+}
+
+// Refused logs that Redis refused the watch of h's key.
+func (h *hold) Refused(err error) { h.ev.watchRefused(h.info(), err) }
+
+// Done is closed when h ends.
+func (h *hold) Done() <-chan struct{} { return h.done }
 
 // lossAt is when the hold counts as lost unless renewed: the safety margin
 // before the earliest moment the key can expire. Called with h.mu held.

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
 // A Lock is a named lock in Redis, held by at most one owner at a time
@@ -322,7 +323,7 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 			err = l.wrap(err)
 		} else {
 			if l.tracking {
-				watchHold(ctx, l.client, l.keys[0], h)
+				h.setWatch(watch.Start(ctx, l.client, l.keys[0], h))
 			}
 			if l.autoRenewal || h.watched() {
 				// A renewal goroutine and a watch are what l, dropped

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
 // Waiting on connections of the library's own.
@@ -641,7 +642,7 @@ func Shutdown(clients ...redis.UniversalClient) {
 		}
 		return true
 	})
-	closeTrackers(ours)
+	watch.Close(ours)
 }
 
 // sameClient reports whether a and b are the same client, without

@@ -1,6 +1,6 @@
 //go:build unix
 
-package redislock
+package watch
 
 import (
 	"errors"

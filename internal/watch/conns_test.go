@@ -1,4 +1,4 @@
-package redislock
+package watch
 
 import (
 	"context"

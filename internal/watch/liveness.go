@@ -1,0 +1,142 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
+)
+
+// waitKick waits for work. A connection of rd that the server closed (a
+// CLIENT KILL, its idle timeout, a proxy's) takes the tracking of its keys
+// with it, and nobody is told: every peekEvery, rd's sockets are looked at
+// (no command sent), and one closed has every key read again on a new
+// connection. After idlePing without any work, rd is pinged, which finds
+// a connection lost without a word.
+func (t *tracker) waitKick(c *trackConns) {
+	late, next := t.overdue()
+	if closed, _ := c.rdClosed(); late || closed {
+		if late {
+			// Our own change brought no invalidation: is the
+			// subscriber still there? (See the peek below.)
+			c.pingSub()
+		}
+		t.markAll()
+		return
+	}
+	wait := idlePing
+	if !next.IsZero() {
+		wait = time.Until(next) + time.Millisecond
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	peek := time.NewTicker(peekEvery)
+	defer peek.Stop()
+	for {
+		select {
+		case <-t.kick:
+			return
+		case <-peek.C:
+			if c.pongOverdue() { // the subscriber did not answer: make the pair again
+				c.broken.Store(true)
+				return
+			}
+			closed, blind := c.rdClosed()
+			if closed {
+				t.markAll()
+				return
+			}
+			if blind { // a connection that cannot be looked at is pinged instead
+				t.pingReader(c)
+				return
+			}
+			if t.opt.Addr == failoverAddr && !t.stillMaster(c) {
+				return // run makes the connections again, through the Sentinels
+			}
+		case <-timer.C:
+			if !next.IsZero() {
+				return // an expected invalidation may be late: checked on the next round
+			}
+			t.pingReader(c)
+			return
+		}
+	}
+}
+
+// failoverAddr is the Addr of the options of go-redis's Sentinel failover
+// client (NewFailoverClient): its dialer asks the Sentinels for the master.
+const failoverAddr = "FailoverClient"
+
+// stillMaster reports whether rd's server is still the one the caller's
+// client reaches, for a client that Sentinels manage: after a failover the
+// watch's connections still go to the old master (a replica soon, or
+// hung), where nobody changes the keys any more, and for seconds the old
+// one may still call itself master; go-redis moves the caller's client to
+// the new one as the Sentinels announce it. Servers are told apart by their
+// run_id (INFO server). A pair whose server is another, or does not answer
+// in time, is marked broken: run makes it again, through the Sentinels,
+// and reads every key again. When the caller's client cannot tell (it
+// fails, or INFO is denied), the other checks are left to find out.
+func (t *tracker) stillMaster(c *trackConns) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	defer cancel()
+	ours, err := runID(ctx, c.rd)
+	if err != nil && !topology.IsReply(err) {
+		c.broken.Store(true) // hung, or lost
+		return false
+	}
+	theirs, err2 := runID(ctx, t.k.client)
+	if err != nil || err2 != nil || ours == theirs {
+		return true
+	}
+	c.broken.Store(true)
+	return false
+}
+
+// runID returns the run_id of the server c reaches.
+func runID(ctx context.Context, c redis.UniversalClient) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", errors.New("redislock: no run_id in INFO server")
+}
+
+// pingReader pings rd; a new connection (the old one was lost) has every
+// key read again on it.
+func (t *tracker) pingReader(c *trackConns) {
+	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+	_ = c.rd.Ping(ctx)
+	cancel()
+	if c.rdNew.Swap(false) {
+		t.markAll()
+	}
+}
+
+// rdClosed reports whether the server closed one of rd's connections,
+// forgetting those that are gone, and whether one of them cannot be looked
+// at (see peerClosed).
+func (c *trackConns) rdClosed() (closed, blind bool) {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	live := c.rdConns[:0]
+	for _, cn := range c.rdConns {
+		cl, gone, bl := peerClosed(cn)
+		closed, blind = closed || cl, blind || bl
+		if !gone {
+			live = append(live, cn)
+		}
+	}
+	clear(c.rdConns[len(live):])
+	c.rdConns = live
+	return closed, blind
+}
