@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -261,83 +260,6 @@ func (c *Cache) GetOrCompute(ctx context.Context, key string, ttl time.Duration,
 	}
 }
 
-// Stored values: the header "\xffRLC1", a type byte, then for a value the
-// hard TTL it was stored with (8 bytes, big-endian milliseconds: its age is
-// that less the key's PTTL, both the server's) and the bytes fn returned;
-// for an absence (ErrNoValue), nothing more. A key that does not start
-// with the header was written by something else (ErrForeignValue).
-const (
-	storedHeader = "\xffRLC1"
-	tagValue     = 'v'
-	tagAbsent    = 'n'
-)
-
-func encodeValue(v []byte, ttl time.Duration) []byte {
-	h := len(storedHeader)
-	b := make([]byte, h+9+len(v))
-	copy(b, storedHeader)
-	b[h] = tagValue
-	binary.BigEndian.PutUint64(b[h+1:h+9], uint64(ttl.Milliseconds()))
-	copy(b[h+9:], v)
-	return b
-}
-
-func encodeAbsent() []byte { return []byte(storedHeader + string(rune(tagAbsent))) }
-
-// entry is what a read of the value key found.
-type entry struct {
-	found  bool
-	absent bool // a cached ErrNoValue
-	value  []byte
-	age    time.Duration // since it was stored, by the server's TTL
-}
-
-// ErrForeignValue is returned by GetOrCompute when the value key holds
-// something it did not store (written by another program): it neither
-// returns nor overwrites it.
-var ErrForeignValue = errors.New("redislock: cache: the key holds a value GetOrCompute did not store")
-
-// read gets key and its TTL in one round trip.
-func (c *Cache) read(ctx context.Context, key string) (entry, error) {
-	var get *redis.StringCmd
-	var pttl *redis.DurationCmd
-	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get, pttl = p.Get(ctx, key), p.PTTL(ctx, key)
-		return nil
-	})
-	if errors.Is(err, redis.Nil) {
-		return entry{}, nil
-	}
-	if err != nil {
-		return entry{}, err
-	}
-	b, _ := get.Bytes()
-	h := len(storedHeader)
-	if len(b) <= h || string(b[:h]) != storedHeader {
-		return entry{}, fmt.Errorf("%w (%q)", ErrForeignValue, key)
-	}
-	switch b = b[h:]; {
-	case len(b) == 1 && b[0] == tagAbsent:
-		return entry{found: true, absent: true}, nil
-	case len(b) >= 9 && b[0] == tagValue:
-		e := entry{found: true, value: b[9:]}
-		if left := pttl.Val(); left > 0 {
-			stored := time.Duration(binary.BigEndian.Uint64(b[1:9])) * time.Millisecond
-			e.age = max(stored-left, 0)
-		}
-		return e, nil
-	}
-	return entry{}, fmt.Errorf("%w (%q)", ErrForeignValue, key)
-}
-
-// answer turns an entry into GetOrCompute's result.
-func (e entry) answer(key string, res Result) ([]byte, Result, error) {
-	if e.absent {
-		return nil, res, fmt.Errorf("cache %q: %w", key, ErrNoValue)
-	}
-	return e.value, res, nil
-}
-
 func (c *Cache) getOrCompute(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) ([]byte, Result, error) {
 	e, err := c.read(ctx, key)
 	if err != nil {
@@ -416,31 +338,11 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 		if cause := context.Cause(fctx); errors.Is(cause, ErrLost) {
 			return cause // whatever fn returned: it is not ours to store
 		}
-		var stored []byte
-		storeTTL := ttl
-		switch {
-		case errors.Is(ferr, ErrNoValue) && c.cfg.negativeTTL > 0:
-			stored, storeTTL = encodeAbsent(), c.cfg.negativeTTL
-			got = entry{found: true, absent: true}
-		case ferr != nil:
-			return ferr
-		default:
-			if c.cfg.jitter > 0 {
-				// In floats, but kept a second clear of the largest
-				// Duration (floats round, and an overflow would wrap).
-				extra := rand.Float64() * c.cfg.jitter * float64(ttl)
-				if limit := math.MaxInt64 - time.Second - storeTTL; limit <= 0 || extra >= float64(limit) {
-					storeTTL = math.MaxInt64 - time.Second
-				} else {
-					storeTTL += time.Duration(extra)
-				}
-			}
-			if v == nil {
-				v = []byte{} // as a hit returns it
-			}
-			stored = encodeValue(v, storeTTL)
-			got = entry{found: true, value: v}
+		stored, storeTTL, e, err := c.toStore(v, ferr, ttl)
+		if err != nil {
+			return err
 		}
+		got = e
 		ok, err := storeScript.Run(fctx, c.client, []string{l.keys[0], key},
 			h.id, stored, strconv.FormatInt(max(storeTTL.Milliseconds(), 1), 10)).Int()
 		if err != nil {
@@ -463,113 +365,35 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 	return got.answer(key, res)
 }
 
-// refresh starts, unless this process already runs one for key or tried
-// within refreshPause, a goroutine that takes the lock without waiting
-// and, if it wins, recomputes key. Its fn's context ends after
-// WithRefreshTimeout, or at Close, which waits for the goroutine (an fn
-// that ignores its context keeps it, and Close, waiting).
-func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error)) {
-	c.mu.Lock()
-	if nb, ok := c.notBefore[key]; ok && !time.Now().Before(nb) {
-		delete(c.notBefore, key) // its pause is over
+// toStore returns what a computation's value v (or error ferr) stores,
+// for how long (ttl, jittered), and what the caller gets: ErrNoValue
+// stores an absent value for the negative TTL, when there is one; any
+// other error stores nothing and is returned.
+func (c *Cache) toStore(v []byte, ferr error, ttl time.Duration) ([]byte, time.Duration, entry, error) {
+	switch {
+	case errors.Is(ferr, ErrNoValue) && c.cfg.negativeTTL > 0:
+		return encodeAbsent(), c.cfg.negativeTTL, entry{found: true, absent: true}, nil
+	case ferr != nil:
+		return nil, 0, entry{}, ferr
 	}
-	if c.closed || c.refreshing[key] || time.Now().Before(c.notBefore[key]) {
-		c.mu.Unlock()
-		return
+	storeTTL := ttl
+	if c.cfg.jitter > 0 {
+		// In floats, but kept a second clear of the largest Duration
+		// (floats round, and an overflow would wrap).
+		extra := rand.Float64() * c.cfg.jitter * float64(ttl)
+		if limit := math.MaxInt64 - time.Second - storeTTL; limit <= 0 || extra >= float64(limit) {
+			storeTTL = math.MaxInt64 - time.Second
+		} else {
+			storeTTL += time.Duration(extra)
+		}
 	}
-	c.refreshing[key] = true
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		refreshed := false
-		defer func() {
-			// A panicking fn ends this refresh only: the caller that
-			// started it has its value already, and no one could recover
-			// a panic on this goroutine.
-			_ = recover()
-			c.mu.Lock()
-			delete(c.refreshing, key)
-			if refreshed {
-				delete(c.notBefore, key)
-			} else {
-				// Another process refreshes it, or this one failed: no
-				// new attempt from here for a pause, whatever the reads.
-				c.notBefore[key] = time.Now().Add(c.refreshPause())
-			}
-			c.mu.Unlock()
-			c.wg.Done()
-		}()
-		ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.refreshTimeout)
-		defer cancel()
-		l, err := New(c.client, LockName(key), c.cfg.lockOpts...)
-		if err != nil {
-			return
-		}
-		h, err := l.run(ctx, false)
-		if err != nil {
-			return // another caller refreshes it (or Redis failed: the next stale read tries again)
-		}
-		defer l.Settle(ctx)
-		_, res, err := c.computeHeld(ctx, l, h, key, ttl, fn, false)
-		refreshed = err == nil && res == CacheComputed
-	}()
-}
-
-// refreshPause is how long a process waits before it tries to refresh a
-// stale key again after a try that another process won, or that failed:
-// a quarter of the soft TTL, from 50 ms to 5 s.
-func (c *Cache) refreshPause() time.Duration {
-	return min(max(c.cfg.staleAfter/4, 50*time.Millisecond), 5*time.Second)
+	if v == nil {
+		v = []byte{} // as a hit returns it
+	}
+	return encodeValue(v, storeTTL), storeTTL, entry{found: true, value: v}, nil
 }
 
 // ErrComputePanicked is returned to the callers of GetOrCompute that
 // shared a call whose compute function panicked (the panic goes on up in
 // the caller that ran it).
 var ErrComputePanicked = errors.New("redislock: cache: the compute this call shared panicked")
-
-// flightGroup runs one call per key at a time in this process; callers
-// that come while it runs wait for its result.
-type flightGroup struct {
-	mu    sync.Mutex
-	calls map[string]*flight
-}
-
-type flight struct {
-	done   chan struct{}
-	v      []byte
-	res    Result
-	err    error
-	gaveUp bool // the leader's context had ended when f returned
-}
-
-// do runs f for key, with ctx the context f uses, unless a call for key
-// is running, in which case it waits for that call's result (shared true;
-// gaveUp when that call's context had ended when it returned), or for ctx
-// to end.
-func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Result, error)) (v []byte, res Result, err error, shared, gaveUp bool) {
-	g.mu.Lock()
-	if g.calls == nil {
-		g.calls = map[string]*flight{}
-	}
-	if fl, ok := g.calls[key]; ok {
-		g.mu.Unlock()
-		select {
-		case <-fl.done:
-			return fl.v, fl.res, fl.err, true, fl.gaveUp
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, ErrLocked, ctx.Err()), false, false
-		}
-	}
-	fl := &flight{done: make(chan struct{}), err: ErrComputePanicked} // until f returns
-	g.calls[key] = fl
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		delete(g.calls, key)
-		g.mu.Unlock()
-		close(fl.done)
-	}()
-	fl.v, fl.res, fl.err = f()
-	fl.gaveUp = ctx.Err() != nil
-	return fl.v, fl.res, fl.err, false, false
-}

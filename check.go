@@ -221,7 +221,17 @@ func checkMaster(ctx context.Context, node redis.UniversalClient, addr string, a
 	add := func(sev Severity, format string, args ...any) {
 		fs = append(fs, Finding{Severity: sev, Node: addr, Message: fmt.Sprintf(format, args...)})
 	}
+	checkConfig(ctx, node, add)
+	checkReplication(ctx, node, ack, add)
+	return fs, nil
+}
 
+// addFinding adds a finding of the node being checked.
+type addFinding func(sev Severity, format string, args ...any)
+
+// checkConfig inspects a node's eviction policy, tracking table and
+// version.
+func checkConfig(ctx context.Context, node redis.UniversalClient, add addFinding) {
 	if policy, err := configGet(ctx, node, "maxmemory-policy"); err != nil {
 		add(Warning, "could not read maxmemory-policy (%v): make sure it is noeviction", err)
 	} else if policy != "noeviction" {
@@ -230,18 +240,21 @@ func checkMaster(ctx context.Context, node redis.UniversalClient, addr string, a
 	if n, err := configGet(ctx, node, "tracking-table-max-keys"); err == nil && n != "" && n != "0" {
 		add(Info, "tracking-table-max-keys is %s: with more locks held at once (by every client of the server that tracks keys), the server evicts keys from its tracking table, and the key watch reads each again about once a second, seeing a loss up to a second late; 0 is no limit", n)
 	}
-
 	if server, err := node.Info(ctx, "server").Result(); err != nil {
 		add(Warning, "could not read INFO server (%v): make sure Redis is %s or later", err, MinRedisVersion)
 	} else if v := infoFields(server)["redis_version"]; !versionAtLeast(v, MinRedisVersion) {
 		add(Problem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
 	}
+}
 
+// checkReplication inspects a node's role, replicas (against ack) and
+// persistence.
+func checkReplication(ctx context.Context, node redis.UniversalClient, ack replicaAck, add addFinding) {
 	// One section an INFO: Redis before 7.0 takes only one.
 	info, err := node.Info(ctx, "replication").Result()
 	if err != nil {
 		add(Warning, "could not read INFO replication (%v): replicas and failover not checked", err)
-		return fs, nil
+		return
 	}
 	fields := infoFields(info)
 	if persistence, err := node.Info(ctx, "persistence").Result(); err == nil {
@@ -265,7 +278,6 @@ func checkMaster(ctx context.Context, node redis.UniversalClient, addr string, a
 			add(Info, "no persistence: a restart frees every lock (fencing tokens still grow)")
 		}
 	}
-	return fs, nil
 }
 
 // MinRedisVersion is the oldest Redis the library works with: waiting

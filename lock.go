@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/go-redis-lock/redislock/internal/topology"
 	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
@@ -296,43 +295,7 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 	if prev != nil {
 		prev.retire(ctx) // a lost hold's goroutine is exiting
 	}
-	// A giveback still running could release what we are about to take.
-	var (
-		sent time.Time
-		won  acquireResult
-	)
-	err := l.cleanups.wait(ctx)
-	if err != nil {
-		err = l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
-	} else {
-		sent, won, err = l.acquire(ctx, blocking)
-	}
-	if err == nil {
-		sent = l.freshen(ctx, sent, won.id)
-	}
-	var h *hold
-	if err == nil {
-		h = newHold(l, sent, won.id)
-		h.token = won.token
-		if l.autoRenewal {
-			err = h.startRenewal(sent)
-		}
-		if err != nil {
-			h.end(err)
-			l.giveBack(ctx)
-			err = l.wrap(err)
-		} else {
-			if l.tracking {
-				h.setWatch(watch.Start(ctx, l.client, l.keys[0], h))
-			}
-			if l.autoRenewal || h.watched() {
-				// A renewal goroutine and a watch are what l, dropped
-				// while holding, would leave behind.
-				h.cleanup = runtime.AddCleanup(l, abandon, h)
-			}
-		}
-	}
-
+	h, err := l.take(ctx, blocking)
 	l.mu.Lock()
 	if err == nil {
 		l.state, l.hold = stateHeld, h
@@ -351,6 +314,38 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 		}
 	}
 	return h, err
+}
+
+// take acquires the lock (after any giveback still running, which could
+// release what we are about to take) and starts its hold: its renewal,
+// its watch.
+func (l *core) take(ctx context.Context, blocking bool) (*hold, error) {
+	if err := l.cleanups.wait(ctx); err != nil {
+		return nil, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	}
+	sent, won, err := l.acquire(ctx, blocking)
+	if err != nil {
+		return nil, err
+	}
+	sent = l.freshen(ctx, sent, won.id)
+	h := newHold(l, sent, won.id)
+	h.token = won.token
+	if l.autoRenewal {
+		if err := h.startRenewal(sent); err != nil {
+			h.end(err)
+			l.giveBack(ctx)
+			return nil, l.wrap(err)
+		}
+	}
+	if l.tracking {
+		h.setWatch(watch.Start(ctx, l.client, l.keys[0], h))
+	}
+	if l.autoRenewal || h.watched() {
+		// A renewal goroutine and a watch are what l, dropped while
+		// holding, would leave behind.
+		h.cleanup = runtime.AddCleanup(l, abandon, h)
+	}
+	return h, nil
 }
 
 // freshen returns the moment a new hold's local validity counts from. It
@@ -422,349 +417,6 @@ func (l *core) settle(ctx context.Context) error {
 		return nil
 	}
 	return l.wrap(fmt.Errorf("settle: %w", err))
-}
-
-// Release deletes the lock key if it holds this Lock's id and wakes one
-// waiter. It works from any Lock with the same name and id, not only the
-// one that acquired. It returns ErrNotAcquired, changing nothing, when the
-// key holds another id, or is missing while this Lock has no hold that
-// vouches for it (the lock expired, was reset, or was never taken). When
-// another goroutine is acquiring or releasing on this Lock at the same
-// time, Release returns ErrNotAcquired without sending anything: the
-// acquisition under way is not the caller's to release. After Release
-// returns, whatever its result, this Lock may Acquire again.
-//
-// A release whose reply was lost is retried by go-redis, and the retry
-// finds the key gone, or taken by the waiter the first attempt woke. So
-// when go-redis had to send the release more than once, and this Lock's
-// hold had not ended, nor its local deadline (see Done) passed, when it was
-// sent, a key that is missing or holds another id counts as released:
-// until then the key cannot have expired, so it was our own first attempt
-// that freed it. Without a retry such a key is ErrNotAcquired (after a
-// Reset, say).
-//
-// A retry is counted on *redis.Client, *redis.ClusterClient and
-// *redis.Ring, which encode each argument once per attempt; on other
-// clients a release is never taken for retried. go-redis also retries
-// after some error replies (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN,
-// MOVED): such a retry is counted too, though the first attempt ran
-// nothing, so a key lost in a failover in the same window may be reported
-// as released.
-//
-// Release first tells this Lock's auto-renewal to stop (a renewal already
-// sent is not waited for: go-redis cannot abort a blocked read) and, after
-// the release, waits for the renewal goroutine to exit, as long as ctx
-// allows; then Done is closed and Err returns ErrReleased (or, if the key
-// was no longer ours, the loss).
-func (l *Lock) Release(ctx context.Context) error {
-	return l.release(ctx, nil)
-}
-
-// release is Release of the hold want, or of whatever this Lock holds when
-// want is nil. For a want that is no longer this Lock's current hold (it
-// was lost and the Lock acquired again), or is being released, it sends
-// nothing and returns ErrNotAcquired.
-func (l *core) release(ctx context.Context, want *hold) (result error) {
-	l.mu.Lock()
-	var h *hold
-	switch {
-	case l.state == stateHeld && (want == nil || l.hold == want):
-		h = l.hold
-	case l.state != stateIdle || want != nil:
-		// Another goroutine is acquiring or releasing, or want is over.
-		l.mu.Unlock()
-		return l.wrap(ErrNotAcquired)
-	}
-	// Releasing, also from idle: until the reply is in, an Acquire on this
-	// Lock would take a key under the id this release may delete.
-	before := l.state
-	l.state = stateReleasing
-	l.mu.Unlock()
-	outcome := OutcomeError
-	if l.ev != nil {
-		in := l.info(l.releaseID(h))
-		ctx = l.observeStart(before, func() context.Context { return l.ev.releaseStart(ctx, in) })
-		if h != nil && h.renewalDone() != nil {
-			l.ev.renewalShutdown(h)
-		}
-		defer func() {
-			var held time.Duration
-			if h != nil {
-				held = time.Since(h.start)
-			}
-			l.ev.releaseEnd(ctx, in, held, outcome, result)
-		}()
-	}
-	defer func() {
-		if h != nil {
-			h.retire(ctx)
-		}
-		l.mu.Lock()
-		l.state = stateIdle
-		l.mu.Unlock()
-	}()
-	if err := l.cleanups.wait(ctx); err != nil {
-		if h != nil {
-			h.end(lost(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
-		}
-		return l.wrap(fmt.Errorf("release: %w", err))
-	}
-	if h != nil {
-		// Stop renewing and watching before the release is sent: a
-		// renewal that answers after it, or the invalidation of our own
-		// DEL, must not be read as a loss. A renewal still in flight is
-		// harmless: an extend never recreates a key.
-		h.signalStop()
-		h.unwatch()
-	}
-
-	vouched := h != nil && h.valid()
-	id := l.releaseID(h)
-	n, retried, unanswered, err := l.sendRelease(ctx, id)
-	l.afterRelease(id, unanswered, err)
-	noReply := err != nil && !topology.IsReply(err)
-	if !countsRetries(l.client) {
-		retried = false // unknown client: a retry cannot be told from an extra encoding
-	}
-	var reason error
-	switch {
-	case err != nil && !noReply:
-		// An error reply: the script did not run, and the key still holds
-		// our id until it expires or a later Release gets through.
-		reason = fmt.Errorf("%w: the release was refused: %w", ErrUnreachable, err)
-		err = fmt.Errorf("release: %w", err)
-	case err != nil:
-		err = fmt.Errorf("release: %w", err)
-	case n != releaseDone && retried && vouched:
-		// Our own release ran, and its reply was lost: go-redis's retry
-		// found the key gone, or already taken by the waiter it woke.
-	case n == releaseMissing:
-		err, reason = ErrNotAcquired, ErrExpired
-	case n != releaseDone:
-		err, reason = ErrNotAcquired, ErrTakenOver
-	}
-	switch {
-	case err == nil:
-		outcome = OutcomeReleased
-	case errors.Is(err, ErrNotAcquired) && errors.Is(reason, ErrExpired):
-		outcome = OutcomeExpired
-	case errors.Is(err, ErrNotAcquired):
-		outcome = OutcomeTakenOver
-	}
-	if h != nil {
-		switch {
-		case reason != nil:
-			h.end(lost(reason))
-		case noReply:
-			// Neither held nor released, as far as we can tell: the key
-			// may be ours until a Release that is answered, or its expire.
-			h.end(lost(fmt.Errorf("%w: the release got no reply: %w", ErrUnreachable, err)))
-		default:
-			h.end(ErrReleased)
-		}
-	}
-	if err != nil {
-		return l.wrap(err)
-	}
-	return nil
-}
-
-// releaseID is the id a release of h sends: the hold's own; else one
-// whose release got no reply before (this Lock has a fresh id since); else
-// this Lock's.
-func (l *core) releaseID(h *hold) string {
-	if h != nil {
-		return h.id
-	}
-	if p := l.unreleasedID(); p != "" {
-		return p
-	}
-	return l.ownerID()
-}
-
-// sendRelease runs the release script. retried reports whether go-redis
-// sent the command that answered more than once (a retry after a lost
-// reply: an earlier attempt may have run); unanswered whether any attempt,
-// of the EVALSHA or of the EVAL after a NOSCRIPT, went without a reply and
-// may yet run.
-//
-// A topology reply (TRYAGAIN for the whole time the lock's slot migrates:
-// the script touches two keys) is retried within ctx (see topology.Do).
-func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
-	r := topology.Retry{Patience: topologyPatience}
-	for {
-		sha := &countedArg{s: own}
-		if l.releaseCmd != nil { // built once: a copy with the id is all a send allocates
-			cmd := slices.Clone(l.releaseCmd)
-			cmd[releaseIDArg] = sha
-			n, err = l.client.Do(ctx, cmd...).Int64()
-		} else {
-			n, err = l.client.Do(ctx, evalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
-		}
-		final := sha
-		if isNoScript(err) {
-			// Not cached: EVAL caches it. The EVALSHA ran nothing.
-			final = &countedArg{s: own}
-			n, err = l.proto.release.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
-		}
-		retried = final.sends.Load() > 1
-		unanswered = unanswered || retried || sha.sends.Load() > 1
-		if !r.Again(ctx, l.client, err) {
-			return n, retried, unanswered, err
-		}
-	}
-}
-
-// afterRelease records the outcome of a release of id: when an attempt of
-// it got no reply, it may still reach Redis much later and delete whatever
-// key holds id then, so a Lock with its own random id takes a fresh one,
-// out of its reach; and when the release as a whole got no reply, or was
-// refused (an error reply), the key may still hold id, which the next
-// Release then sends, while the next Acquire takes a fresh id.
-func (l *core) afterRelease(id string, unanswered bool, err error) {
-	if !l.autoID {
-		return
-	}
-	if unanswered || err != nil {
-		l.renewID()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case err != nil: // no reply, or refused (the key may hold id still)
-		l.unreleased = id
-	case l.unreleased == id:
-		l.unreleased = ""
-	}
-}
-
-// unreleasedID returns the id of a release that got no reply, if any.
-func (l *core) unreleasedID() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.unreleased
-}
-
-// countsRetries reports whether client encodes each command argument once
-// per attempt, so that countedArg counts retries. Other implementations
-// of redis.UniversalClient (go-redis's AutoPipeliner, wrappers) may encode
-// an argument more than once without retrying.
-func countsRetries(client redis.UniversalClient) bool {
-	switch client.(type) {
-	case *redis.Client, *redis.ClusterClient, *redis.Ring:
-		return true
-	}
-	return false
-}
-
-// renewID gives a Lock with its own random id a fresh one (see ID).
-func (l *core) renewID() {
-	l.ident.Store(l.newIdentity(newOwnerID()))
-}
-
-// countedArg is a command argument that counts how often go-redis writes
-// it to a connection (go-redis encodes an encoding.BinaryMarshaler on every
-// write): more than once means the command was retried.
-type countedArg struct {
-	s     string
-	sends atomic.Int32
-}
-
-func (a *countedArg) MarshalBinary() ([]byte, error) {
-	a.sends.Add(1)
-	return []byte(a.s), nil
-}
-
-// Replies of the release script.
-const (
-	releaseDone    = 0 // deleted our key and pushed the signal
-	releaseMissing = 1 // no key
-	releaseOther   = 2 // the key holds another id
-)
-
-// Extend sets the lock key's expire to d from now, if the key holds this
-// Lock's id; it works from any Lock with the same name and id. A d of 0
-// means this Lock's own expire (WithExpire), as python-redis-lock's
-// extend() without an argument.
-//
-// It returns ErrInvalidDuration, with nothing sent, for a negative d, one
-// below 1ms, 0 on a Lock without expire, or one not longer than the safety
-// margin (WithSafetyMargin: the hold would count as lost at once); ErrNotAcquired when the key is
-// missing or holds another id; and ErrNotExpirable when the key has no
-// expire. In those cases the key is unchanged, and a missing key is never
-// recreated. With WithReplicaAck it returns ErrNotReplicated when the new
-// expire was set on the master but too few replicas acknowledged it in
-// time; the lock is then still held, with its local deadline unchanged.
-//
-// A successful Extend of the hold this Lock acquired also moves its local
-// deadline (see Done). Under WithAutoRenewal, renewals never shorten what
-// Extend set: each renews to the longer of the expire and what is left of
-// the Extend, so Extend(ctx, time.Hour) keeps the key alive for at least
-// the hour even if renewals then fail. An Extend shorter than the expire
-// lasts until the next renewal. WithMaxHold does not cap an Extend.
-func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
-	return l.extend(ctx, d)
-}
-
-// extend is Extend, for every primitive.
-func (l *core) extend(ctx context.Context, d time.Duration) error {
-	if d == 0 {
-		d = l.expire
-	}
-	if d < time.Millisecond || d <= l.margin {
-		return l.wrap(ErrInvalidDuration)
-	}
-	d = d.Truncate(time.Millisecond) // what Redis counts
-	// The hold this extend is for, taken before it is sent: its reply must
-	// not move the deadline of a later hold.
-	h := l.current()
-	if h != nil && !h.ended() {
-		// One extend of a hold in flight at a time (see hold.extending).
-		select {
-		case h.extending <- struct{}{}:
-			defer func() { <-h.extending }()
-		case <-h.done:
-		case <-ctx.Done():
-			return l.wrap(fmt.Errorf("extend: %w", ctx.Err()))
-		}
-	}
-	ms := strconv.FormatInt(d.Milliseconds(), 10)
-	id := l.ownerID()
-	if l.ev != nil {
-		ctx = l.ev.extendStart(ctx, l.info(id), false, d)
-	}
-	sent := time.Now()
-	if h != nil {
-		h.expectBegin()
-	}
-	cmd, ackErr := l.ack.run(ctx, l.client, l.proto.extend, l.extendKeys, id, ms)
-	n, err := cmd.Int64()
-	topology.NoteConnError(ctx, l.client, err)
-	if h != nil {
-		h.expectEnd(err == nil && n == 0)
-	}
-	if l.ev != nil {
-		eerr := err
-		if err == nil && n == 0 && ackErr != nil {
-			eerr = ackErr
-		}
-		l.ev.extendEnd(ctx, l.info(id), false, d, n, eerr, 0, false)
-	}
-	if err == nil && n == 0 && ackErr != nil {
-		return l.wrap(ackErr)
-	}
-	if err == nil && n == 0 && h != nil {
-		h.extendedBy(sent, d)
-	}
-	switch {
-	case err != nil:
-		return l.wrap(fmt.Errorf("extend: %w", err))
-	case n == 1 || n == 3:
-		return l.wrap(ErrNotAcquired)
-	case n == 2:
-		return l.wrap(ErrNotExpirable)
-	}
-	return nil
 }
 
 // Locked reports whether anyone holds the lock: whether its key exists.

@@ -284,6 +284,24 @@ func (c *config) tagged(client redis.UniversalClient) (bool, error) {
 
 // validate checks the configuration and fills in the random id.
 func (c *config) validate() error {
+	if err := c.basicsError(); err != nil {
+		return err
+	}
+	if err := c.combinationError(); err != nil {
+		return err
+	}
+	if !c.marginGiven {
+		c.margin = DefaultSafetyMargin(c.expire)
+	}
+	if !c.idGiven {
+		c.id = newOwnerID()
+	}
+	return nil
+}
+
+// basicsError returns the sentinel of the first option that is invalid on
+// its own, nil when none is.
+func (c *config) basicsError() error {
 	switch {
 	case c.expire < 0 || (c.expire > 0 && c.expire < time.Millisecond):
 		return ErrInvalidExpire
@@ -293,6 +311,14 @@ func (c *config) validate() error {
 		return ErrInvalidPrefix
 	case c.idGiven && c.id == "":
 		return ErrInvalidID
+	}
+	return nil
+}
+
+// combinationError returns the sentinel of the first option that is
+// invalid with the others, nil when none is.
+func (c *config) combinationError() error {
+	switch {
 	case c.autoRenewal && c.expire == 0:
 		return ErrInvalidAutoRenewal
 	case c.maxHold != 0 && (c.maxHold < 0 || !c.autoRenewal || c.maxHold < c.expire):
@@ -301,12 +327,6 @@ func (c *config) validate() error {
 		return ErrInvalidReplicaAck
 	case c.marginGiven && (c.margin < 0 || c.expire == 0 || c.margin > c.expire/2):
 		return ErrInvalidSafetyMargin
-	}
-	if !c.marginGiven {
-		c.margin = DefaultSafetyMargin(c.expire)
-	}
-	if !c.idGiven {
-		c.id = newOwnerID()
 	}
 	return nil
 }

@@ -115,103 +115,139 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 	retry := min(max(h.expire/10, minRetry), maxRetry)
 	timer := time.NewTimer(time.Until(sent.Add(renewAfter(h.expire, h.margin))))
 	defer timer.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-h.done:
-			return
-		case <-timer.C:
-		}
-		// Wait for an Extend in flight: its reply must be applied first.
-		select {
-		case h.extending <- struct{}{}:
-		case <-stop:
-			return
-		case <-h.done:
+	for h.awaitRenewal(timer.C, stop) {
+		next, goOn := h.renewOnce(stop, retry)
+		if !goOn {
 			return
 		}
-
-		d, last := h.expire, false
-		if !h.maxEnd.IsZero() {
-			if rest := time.Until(h.maxEnd); rest < d {
-				// The last renewal: the key dies at the max-hold cap.
-				d, last = rest, true
-			}
-			if d < time.Millisecond && h.extendedUntil() < time.Millisecond {
-				<-h.extending
-				h.markCapped()
-				return // the key and the local deadline run out on their own
-			}
-		}
-		if rest := h.extendedUntil(); rest > d {
-			d = rest // never shorten what Extend set
-		}
-		d = d.Truncate(time.Millisecond) // what Redis counts
-		sent := time.Now()
-		h.mu.Lock()
-		budget := time.Until(h.lossAt())
-		h.sending = true
-		h.mu.Unlock()
-		ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
-		if h.ev != nil {
-			ctx = h.ev.extendStart(ctx, h.info(), true, d)
-		}
-		h.expectBegin()
-		cmd, ackErr := h.ack.run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
-		n, err := cmd.Int64()
-		topology.NoteConnError(ctx, h.client, err) // a failover: find the new master
-		if h.ev != nil {
-			eerr := err
-			if err == nil && n == 0 && ackErr != nil {
-				eerr = ackErr
-			}
-			// A renewal stopped by Release is not retried.
-			h.ev.extendEnd(ctx, h.info(), true, d, n, eerr, time.Until(sent.Add(budget)), !stopped(stop))
-		}
-		cancel()
-		h.expectEnd(err == nil && n == 0)
-		if stopped(stop) {
-			// Release or a new Acquire stopped us while the call was in
-			// flight: its outcome is theirs to judge, not ours.
-			<-h.extending
-			return
-		}
-		if err == nil && n == 0 && ackErr != nil {
-			err = ackErr // extended on the master only: not a renewal we can count on
-		}
-		h.mu.Lock()
-		h.sending = false
-		if err != nil {
-			h.lastErr = err
-		}
-		h.mu.Unlock()
-		if err == nil && n == 0 {
-			h.extended(sent, d)
-		}
-		<-h.extending
-		switch {
-		case err != nil:
-			timer.Reset(retry)
-			continue
-		case n == 1:
-			h.end(lost(ErrExpired))
-			return
-		case n == 3:
-			h.end(lost(ErrTakenOver))
-			return
-		case n == 2:
-			// Someone removed the key's expire (PERSIST): it is ours but no
-			// longer behaves as this Lock was configured.
-			h.end(lost(ErrNotExpirable))
-			return
-		}
-		if last {
-			h.markCapped()
-			return
-		}
-		timer.Reset(time.Until(sent.Add(renewAfter(d, h.margin))))
+		timer.Reset(next)
 	}
+}
+
+// awaitRenewal waits for the renewal's time (tick), then for an Extend in
+// flight, whose reply must be applied first: it takes h.extending, which
+// renewOnce gives back. It returns false when stop or the end of h comes
+// first.
+func (h *hold) awaitRenewal(tick <-chan time.Time, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	case <-h.done:
+		return false
+	case <-tick:
+	}
+	select {
+	case h.extending <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	case <-h.done:
+		return false
+	}
+}
+
+// renewOnce sends one renewal, h.extending held (and given back before it
+// returns), and returns how long until the next one, or false when
+// renewal ends: stopped, the hold lost, or the max-hold cap reached.
+func (h *hold) renewOnce(stop <-chan struct{}, retry time.Duration) (time.Duration, bool) {
+	d, last, capped := h.renewalLength()
+	if capped {
+		<-h.extending
+		h.markCapped()
+		return 0, false // the key and the local deadline run out on their own
+	}
+	sent := time.Now()
+	n, err := h.sendRenewal(sent, d, stop)
+	if stopped(stop) {
+		// Release or a new Acquire stopped us while the call was in
+		// flight: its outcome is theirs to judge, not ours.
+		<-h.extending
+		return 0, false
+	}
+	h.mu.Lock()
+	h.sending = false
+	if err != nil {
+		h.lastErr = err
+	}
+	h.mu.Unlock()
+	if err == nil && n == 0 {
+		h.extended(sent, d)
+	}
+	<-h.extending
+	switch {
+	case err != nil:
+		return retry, true
+	case n == 1:
+		h.end(lost(ErrExpired))
+		return 0, false
+	case n == 3:
+		h.end(lost(ErrTakenOver))
+		return 0, false
+	case n == 2:
+		// Someone removed the key's expire (PERSIST): it is ours but no
+		// longer behaves as this Lock was configured.
+		h.end(lost(ErrNotExpirable))
+		return 0, false
+	}
+	if last {
+		h.markCapped()
+		return 0, false
+	}
+	return time.Until(sent.Add(renewAfter(d, h.margin))), true
+}
+
+// renewalLength returns how long the next renewal extends the key by:
+// the expire, or less when the max-hold cap comes sooner (last: the key
+// then dies at the cap), never less than what Extend set. capped reports
+// that the cap has come: no renewal is left.
+func (h *hold) renewalLength() (d time.Duration, last, capped bool) {
+	d = h.expire
+	if !h.maxEnd.IsZero() {
+		if rest := time.Until(h.maxEnd); rest < d {
+			// The last renewal: the key dies at the max-hold cap.
+			d, last = rest, true
+		}
+		if d < time.Millisecond && h.extendedUntil() < time.Millisecond {
+			return 0, false, true
+		}
+	}
+	if rest := h.extendedUntil(); rest > d {
+		d = rest // never shorten what Extend set
+	}
+	return d.Truncate(time.Millisecond), last, false // what Redis counts
+}
+
+// sendRenewal extends the key by d, within what is left of the hold's
+// validity, and returns the extend script's reply, or why it failed: an
+// extend that the replicas did not acknowledge (WithReplicaAck) is no
+// renewal to count on.
+func (h *hold) sendRenewal(sent time.Time, d time.Duration, stop <-chan struct{}) (int64, error) {
+	h.mu.Lock()
+	budget := time.Until(h.lossAt())
+	h.sending = true
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
+	defer cancel()
+	if h.ev != nil {
+		ctx = h.ev.extendStart(ctx, h.info(), true, d)
+	}
+	h.expectBegin()
+	cmd, ackErr := h.ack.run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
+	n, err := cmd.Int64()
+	topology.NoteConnError(ctx, h.client, err) // a failover: find the new master
+	if h.ev != nil {
+		eerr := err
+		if err == nil && n == 0 && ackErr != nil {
+			eerr = ackErr
+		}
+		// A renewal stopped by Release is not retried.
+		h.ev.extendEnd(ctx, h.info(), true, d, n, eerr, time.Until(sent.Add(budget)), !stopped(stop))
+	}
+	h.expectEnd(err == nil && n == 0)
+	if err == nil && n == 0 && ackErr != nil {
+		err = ackErr // extended on the master only: not a renewal we can count on
+	}
+	return n, err
 }
 
 // renewAfter is how long after an extend of d was sent the next renewal

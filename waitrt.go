@@ -5,7 +5,6 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/go-redis-lock/redislock/internal/topology"
 	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
@@ -153,36 +151,6 @@ func ownPool(opt *redis.Options, cluster bool) {
 	}
 }
 
-// A lane is one connection's loop of BLPOPs (see the top of this file).
-type lane struct {
-	rt   *waitRuntime
-	wake string // the suffix of its wake keys
-
-	// Guarded by rt.mu:
-	reqs    []*waitReq // waiting on it, in arrival order
-	tag     string     // on a cluster: the hash tag of its waiters
-	running bool       // its goroutine runs
-	rounds  uint64     // BLPOPs sent: each has a wake key of its own
-	blocked string     // the wake key of its BLPOP in flight; "" when none
-	woken   bool       // a wake-up is being pushed to that BLPOP
-	landed  bool       // and it is in Redis
-	// unclaimed holds the wake keys of BLPOPs that ended without taking
-	// the wake-up being pushed to them: its pusher deletes it (see push).
-	unclaimed map[string]bool
-	// displaced holds when a newcomer last woke this lane's solo waiter
-	// (whose try, pipelined behind its BLPOP, ends its round then). For
-	// displacedFor after that the lane pipelines no try, even with one
-	// waiter: the displaced waiter's next round, coming back here or
-	// going to another lane, would otherwise end that lane's solo round
-	// in the same way, and so on round the lanes, hundreds of times a
-	// second (see TestWaitersBeyondTheLanesDoNotChurn).
-	displaced time.Time
-}
-
-// displacedFor is how long a lane whose solo waiter a newcomer woke sends
-// its BLPOPs without a try behind them.
-const displacedFor = time.Second
-
 // A waitReq is one waiter's round: a BLPOP on signal until until, with try
 // pipelined behind it when the waiter is alone on its lane.
 type waitReq struct {
@@ -277,20 +245,11 @@ func (rt *waitRuntime) enqueue(req *waitReq) error {
 // waiters of one hash tag, and lanes are not capped.
 func (rt *waitRuntime) pickLocked(req *waitReq) *lane {
 	tag := hashTag(req.signal)
-	var shared, solo *lane
-	for _, ln := range rt.all {
-		switch n := len(ln.reqs); {
-		case n == 0 && (!rt.cluster || ln.tag == tag || !ln.running):
-			ln.tag = tag
-			return ln
-		case !rt.share || (rt.cluster && ln.tag != tag):
-		case n == 1 && solo == nil:
-			solo = ln
-		case n > 1 && (shared == nil || n < len(shared.reqs)):
-			shared = ln
-		}
-	}
+	idle, shared, solo := rt.scanLocked(tag)
 	switch {
+	case idle != nil:
+		idle.tag = tag
+		return idle
 	case rt.cluster && shared != nil:
 		return shared
 	case rt.cluster && solo != nil:
@@ -305,43 +264,23 @@ func (rt *waitRuntime) pickLocked(req *waitReq) *lane {
 	return solo
 }
 
-// wakeLocked returns the wake key of ln's BLPOP in flight, if it has one
-// and it was not woken yet: the caller pushes it (see push).
-func (ln *lane) wakeLocked() string {
-	if ln.blocked == "" || ln.woken {
-		return ""
+// scanLocked looks at the lanes for a waiter on hash tag tag: the first
+// idle one it may take (on a cluster, one of its tag or stopped), else the
+// ones it may share: the least busy of those with several waiters, and the
+// first with one. rt.mu is held.
+func (rt *waitRuntime) scanLocked(tag string) (idle, shared, solo *lane) {
+	for _, ln := range rt.all {
+		switch n := len(ln.reqs); {
+		case n == 0 && (!rt.cluster || ln.tag == tag || !ln.running):
+			return ln, nil, nil
+		case !rt.share || (rt.cluster && ln.tag != tag):
+		case n == 1 && solo == nil:
+			solo = ln
+		case n > 1 && (shared == nil || n < len(shared.reqs)):
+			shared = ln
+		}
 	}
-	ln.woken = true
-	return ln.blocked
-}
-
-// push wakes the BLPOP that waits on the wake key wake ("": none). Each
-// BLPOP has a wake key of its own, never used again, so a wake-up that
-// BLPOP did not take (it returned for another reason first) is deleted:
-// by the lane, before it hands the BLPOP's outcome over, if the wake-up
-// was in Redis by then (landed), or else here, once it is.
-func (ln *lane) push(wake string) {
-	if wake == "" {
-		return
-	}
-	rt := ln.rt
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	pipe := rt.rc.TxPipeline()
-	pipe.LPush(ctx, wake, "1")
-	pipe.PExpire(ctx, wake, wakeExpire)
-	_, _ = pipe.Exec(ctx)
-	rt.mu.Lock()
-	orphan := ln.unclaimed[wake]
-	if orphan {
-		delete(ln.unclaimed, wake)
-	} else if ln.blocked == wake {
-		ln.landed = true
-	}
-	rt.mu.Unlock()
-	if orphan {
-		_ = rt.rc.Del(ctx, wake).Err()
-	}
+	return nil, shared, solo
 }
 
 // abandon tells req's lane that its waiter gave up: a BLPOP that waits
@@ -362,213 +301,6 @@ func (req *waitReq) abandon() {
 	if ln != nil {
 		ln.push(wake)
 	}
-}
-
-// run is the lane's goroutine: one BLPOP after another while waiters are
-// assigned to it.
-func (ln *lane) run() {
-	defer ln.rt.lanes.Done()
-	for {
-		batch, solo, ctl, d := ln.next()
-		if batch == nil {
-			return
-		}
-		pop, try := ln.block(batch, solo, ctl, d)
-		var culprits map[string]bool
-		if len(batch) > 1 && topology.IsReply(pop.Err()) && !topology.Is(pop.Err()) {
-			culprits = ln.culprits(batch)
-		}
-		ended, stale := ln.finish(solo, ctl, pop, try, culprits)
-		if stale {
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			_ = ln.rt.rc.Del(ctx, ctl).Err()
-			cancel()
-		}
-		for _, e := range ended {
-			e.req.res <- e.round
-		}
-	}
-}
-
-// culprits returns the signal keys of batch that are not lists (nor
-// missing): those that made a BLPOP of them all fail with an error reply
-// (WRONGTYPE). Their waiters are told; the others wait on. Nil when it
-// cannot tell: every waiter is told then.
-func (ln *lane) culprits(batch []*waitReq) map[string]bool {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	pipe := ln.rt.rc.Pipeline()
-	types := make([]*redis.StatusCmd, len(batch))
-	for i, r := range batch {
-		types[i] = pipe.Type(ctx, r.signal)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil
-	}
-	bad := map[string]bool{}
-	for i, r := range batch {
-		if t := types[i].Val(); t != "list" && t != "none" {
-			bad[r.signal] = true
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return bad
-}
-
-// An ending is a waitReq's outcome, handed over once the lane is done
-// with its BLPOP.
-type ending struct {
-	req   *waitReq
-	round waitRound
-}
-
-// next returns the waiters of the lane's next BLPOP (solo: the one whose
-// try goes behind it, if any), its wake key and its timeout; a nil batch
-// when the lane has no waiter left, and its goroutine is to exit.
-func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Duration) {
-	rt := ln.rt
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	keep := ln.reqs[:0]
-	for _, r := range ln.reqs {
-		switch {
-		case rt.closed:
-			r.res <- waitRound{err: redis.ErrClosed, gone: r.gone.Load()}
-		case r.gone.Load():
-			r.res <- waitRound{gone: true}
-		default:
-			keep = append(keep, r)
-		}
-	}
-	clear(ln.reqs[len(keep):])
-	ln.reqs = keep
-	if len(ln.reqs) == 0 {
-		ln.running = false
-		rt.laneStoppedLocked()
-		return nil, nil, "", 0
-	}
-	until := ln.reqs[0].until
-	for _, r := range ln.reqs {
-		r.sent = true
-		until = minTime(until, r.until)
-	}
-	batch = append([]*waitReq(nil), ln.reqs...)
-	if len(batch) == 1 && batch[0].try != nil && time.Since(ln.displaced) > displacedFor {
-		solo = batch[0]
-	}
-	ln.rounds++
-	ctl = batch[0].signal + ln.wake + ":" + strconv.FormatUint(ln.rounds, 10)
-	ln.blocked, ln.woken, ln.landed = ctl, false, false
-	return batch, solo, ctl, time.Until(until)
-}
-
-// block sends the BLPOP of batch and its wake key ctl for d, with solo's
-// try behind it, and waits for the replies.
-func (ln *lane) block(batch []*waitReq, solo *waitReq, ctl string, d time.Duration) (pop, try *redis.Cmd) {
-	d = max(d, minSlice)
-	ctx, cancel := context.WithTimeout(context.Background(), d+cleanupTimeout)
-	defer cancel()
-	args := make([]any, 0, len(batch)+3)
-	args = append(args, "BLPOP")
-	for _, r := range batch {
-		args = append(args, r.signal)
-	}
-	args = append(args, ctl, formatSeconds(d))
-	pipe := ln.rt.rc.Pipeline()
-	pop = pipe.Do(ctx, args...)
-	cmds := []*redis.Cmd{pop}
-	if solo != nil {
-		try = pipe.Do(ctx, solo.try...)
-		cmds = append(cmds, try)
-	}
-	_, err := pipe.Exec(ctx) // each command's own error is read by finish
-	failedPipeline(err, cmds...)
-	return pop, try
-}
-
-// finish sorts out the outcome of a BLPOP (pop, with solo's try behind
-// it): it ends the waiters it answers (the one whose signal it popped,
-// the solo waiter, those that gave up or whose time ran out, or all on an
-// error but for an error reply that culprits, when not nil, pins on some
-// keys: their waiters only) and keeps the others for the next BLPOP.
-// stale reports that a wake-up it did not take is in Redis, for the lane
-// to delete.
-func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, culprits map[string]bool) (ended []ending, stale bool) {
-	key := ""
-	if kv, err := pop.StringSlice(); err == nil && len(kv) == 2 {
-		key = kv[0]
-	}
-	perr := pop.Err()
-	slept := errors.Is(perr, redis.Nil)
-	if slept {
-		perr = nil
-	}
-	late := time.Now().Add(time.Millisecond)
-	rt := ln.rt
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if perr != nil && rt.closed {
-		perr = redis.ErrClosed // not the closed connection's own error: the caller's client is fine
-	}
-	if ln.woken && key != ctl {
-		if stale = ln.landed; !stale {
-			if ln.unclaimed == nil {
-				ln.unclaimed = map[string]bool{}
-			}
-			ln.unclaimed[ctl] = true
-		}
-	}
-	ln.blocked, ln.woken, ln.landed = "", false, false
-	keep := ln.reqs[:0]
-	for _, r := range ln.reqs {
-		if !r.sent { // came in during the BLPOP
-			keep = append(keep, r)
-			continue
-		}
-		r.sent = false
-		out := waitRound{gone: r.gone.Load(), err: perr}
-		if culprits != nil && !culprits[r.signal] {
-			out.err = nil // another waiter's key failed the BLPOP
-		}
-		if r == solo {
-			out.try, out.woken = try, key == ctl
-			if out.woken && len(ln.reqs) > 1 && !out.gone { // woken for a newcomer
-				ln.displaced = time.Now()
-			}
-		}
-		if !out.answers(r, key, slept, late) {
-			keep = append(keep, r)
-			continue
-		}
-		ended = append(ended, ending{r, out})
-	}
-	clear(ln.reqs[len(keep):])
-	ln.reqs = keep
-	return ended, stale
-}
-
-// answers fills in what a BLPOP that popped from key (""; none), or timed
-// out (slept), by late, says of r, and reports whether that ends r's
-// round: an error (out.err) ends every round; a pop ends its waiter's, a
-// timeout those whose time ran out; the solo waiter's ends with its try,
-// and one that gave up ends at once. The others wait on.
-func (out *waitRound) answers(r *waitReq, key string, slept bool, late time.Time) bool {
-	switch {
-	case out.err != nil:
-		out.woken = false
-	case key == r.signal:
-		out.popped, out.woken = true, false
-	case out.try != nil:
-		out.slept = slept
-	case out.gone:
-	case slept && !r.until.After(late):
-		out.slept = true
-	default:
-		return false
-	}
-	return true
 }
 
 // laneStoppedLocked counts a lane's goroutine out; with none left the

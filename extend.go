@@ -1,0 +1,113 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
+)
+
+// Extend sets the lock key's expire to d from now, if the key holds this
+// Lock's id; it works from any Lock with the same name and id. A d of 0
+// means this Lock's own expire (WithExpire), as python-redis-lock's
+// extend() without an argument.
+//
+// It returns ErrInvalidDuration, with nothing sent, for a negative d, one
+// below 1ms, 0 on a Lock without expire, or one not longer than the safety
+// margin (WithSafetyMargin: the hold would count as lost at once); ErrNotAcquired when the key is
+// missing or holds another id; and ErrNotExpirable when the key has no
+// expire. In those cases the key is unchanged, and a missing key is never
+// recreated. With WithReplicaAck it returns ErrNotReplicated when the new
+// expire was set on the master but too few replicas acknowledged it in
+// time; the lock is then still held, with its local deadline unchanged.
+//
+// A successful Extend of the hold this Lock acquired also moves its local
+// deadline (see Done). Under WithAutoRenewal, renewals never shorten what
+// Extend set: each renews to the longer of the expire and what is left of
+// the Extend, so Extend(ctx, time.Hour) keeps the key alive for at least
+// the hour even if renewals then fail. An Extend shorter than the expire
+// lasts until the next renewal. WithMaxHold does not cap an Extend.
+func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
+	return l.extend(ctx, d)
+}
+
+// extend is Extend, for every primitive.
+func (l *core) extend(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		d = l.expire
+	}
+	if d < time.Millisecond || d <= l.margin {
+		return l.wrap(ErrInvalidDuration)
+	}
+	d = d.Truncate(time.Millisecond) // what Redis counts
+	// The hold this extend is for, taken before it is sent: its reply must
+	// not move the deadline of a later hold.
+	h := l.current()
+	if h != nil && !h.ended() {
+		giveBack, err := h.takeExtending(ctx)
+		if err != nil {
+			return l.wrap(fmt.Errorf("extend: %w", err))
+		}
+		defer giveBack()
+	}
+	n, err, ackErr := l.sendExtend(ctx, h, d)
+	switch {
+	case err == nil && n == 0 && ackErr != nil:
+		return l.wrap(ackErr)
+	case err != nil:
+		return l.wrap(fmt.Errorf("extend: %w", err))
+	case n == 1 || n == 3:
+		return l.wrap(ErrNotAcquired)
+	case n == 2:
+		return l.wrap(ErrNotExpirable)
+	}
+	return nil
+}
+
+// takeExtending waits for h's extend slot, one extend of a hold in flight
+// at a time (see hold.extending), and returns the func that gives it
+// back; a hold that ends meanwhile needs none. It returns ctx's error when
+// ctx ends first.
+func (h *hold) takeExtending(ctx context.Context) (func(), error) {
+	select {
+	case h.extending <- struct{}{}:
+		return func() { <-h.extending }, nil
+	case <-h.done:
+		return func() {}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// sendExtend runs the extend script by d for the Lock's id, telling h's
+// watch (h may be nil) and the Observer, and moves h's deadline when the
+// key was extended and, under WithReplicaAck, acknowledged (ackErr nil).
+func (l *core) sendExtend(ctx context.Context, h *hold, d time.Duration) (n int64, err, ackErr error) {
+	id := l.ownerID()
+	if l.ev != nil {
+		ctx = l.ev.extendStart(ctx, l.info(id), false, d)
+	}
+	sent := time.Now()
+	if h != nil {
+		h.expectBegin()
+	}
+	cmd, ackErr := l.ack.run(ctx, l.client, l.proto.extend, l.extendKeys, id, strconv.FormatInt(d.Milliseconds(), 10))
+	n, err = cmd.Int64()
+	topology.NoteConnError(ctx, l.client, err)
+	if h != nil {
+		h.expectEnd(err == nil && n == 0)
+	}
+	if l.ev != nil {
+		eerr := err
+		if err == nil && n == 0 && ackErr != nil {
+			eerr = ackErr
+		}
+		l.ev.extendEnd(ctx, l.info(id), false, d, n, eerr, 0, false)
+	}
+	if err == nil && n == 0 && ackErr == nil && h != nil {
+		h.extendedBy(sent, d)
+	}
+	return n, err, ackErr
+}

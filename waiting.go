@@ -1,0 +1,201 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
+)
+
+// waitAndTry waits in BLPOP on the signal list for d, on a connection of
+// the client's wait runtime (see waitrt.go), and tries again: in the same
+// pipeline when the waiter has its lane to itself, else right after. It
+// returns the outcome, or as soon as ctx ends, whichever comes first.
+//
+// go-redis cannot abort a read in progress: a cancellation without a
+// deadline, and any deadline without ContextTimeoutEnabled, would only be
+// seen when the BLPOP returns. So the wait runs on a context of its own,
+// and when ctx ends first (or as it answers) waitAndTry returns at once
+// with ctx's error while the wait is finished off in the background (see
+// abandonWait): its BLPOP is woken through its lane's wake key, a signal
+// it popped is given back and a lock its try took is released. The next
+// Acquire or Release of the primitive waits for that.
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *waitQueue) waitResult {
+	in := l.ident.Load()
+	var try []any
+	if !l.ack.on() { // WAIT must follow the try on its connection: see pipeWait
+		try, _ = l.prepared(in, tryWoken, q)
+	}
+	req := newWaitReq(l.keys[1], d, try)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
+	if ctx.Done() == nil { // cannot end: no need to watch it
+		defer cancel()
+		return l.pipeWait(pctx, req, in, q)
+	}
+	ch := make(chan waitResult, 1)
+	go func() {
+		defer cancel()
+		ch <- l.pipeWait(pctx, req, in, q)
+	}()
+	select {
+	case r := <-ch:
+		if ctx.Err() == nil {
+			return r
+		}
+		// It answered as ctx ended: ctx wins, so that nothing is taken
+		// after the caller gave up (a process told to stop, say).
+		done := make(chan waitResult, 1)
+		done <- r
+		ch = done
+	case <-ctx.Done():
+	}
+	l.cleanups.add()
+	l.abandons.add()
+	if q != nil {
+		q.abandons.add()
+	}
+	go l.abandonWait(context.WithoutCancel(ctx), req, ch, q)
+	return waitResult{err: ctx.Err()}
+}
+
+// waitResult is what one wait and the try after it came to.
+type waitResult struct {
+	res    acquireResult
+	popped bool // the BLPOP took a wake-up signal
+	woken  bool // the BLPOP was woken through its lane's wake key
+	slept  bool // the BLPOP ran out its slice (a nil reply)
+	moving bool // the BLPOP got a topology reply (see topology.Do): it did not block
+	err    error
+}
+
+// abandonWait finishes a wait whose caller has gone (see waitAndTry): it
+// wakes the BLPOP still blocked, waits for the outcome and undoes it.
+func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResult, q *waitQueue) {
+	defer l.cleanups.done()
+	defer l.abandons.done()
+	if q != nil {
+		defer q.abandons.done()
+	}
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	var r waitResult
+	select {
+	case r = <-ch: // answered already: nothing to wake
+	default:
+		req.abandon()
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			r = <-ch // bounded: the wait's own context ends too
+		}
+	}
+	switch {
+	case r.err == nil && r.res.status == statusAcquired:
+		// The try took the lock after the caller left: release it,
+		// which also wakes the next waiter.
+		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
+		l.afterRelease(r.res.id, unanswered, err)
+	case r.popped || (r.err != nil && !topology.IsReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
+		l.giveBackNow(ctx)
+	}
+}
+
+// wakeExpire bounds how long a wake element outlives the BLPOP it was
+// pushed for, when that BLPOP returned for another reason first.
+const wakeExpire = 5 * time.Second
+
+// pipeWait runs req (see waitAndTry) and the try of in after it. popped
+// reports whether the BLPOP took a wake-up signal: if the caller then ends
+// without the lock, whatever the try's result (an error reply such as OOM
+// included), it must give the signal back, or a waiter of another process
+// may sleep on. A waiter that gave up (see abandonWait) sends no try after
+// its BLPOP.
+//
+// With replica ack the try is never pipelined: WAIT must follow it on the
+// connection it ran on, the key's master (see core.try).
+func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) waitResult {
+	round, err := waitOn(ctx, l.client, req)
+	if err != nil {
+		return waitResult{err: err}
+	}
+	perr := round.err
+	r := waitResult{popped: round.popped, woken: round.woken, slept: round.slept, moving: topology.Is(perr)}
+	r.res, r.err = l.afterRound(ctx, round, in, q)
+	if perr != nil && topology.IsReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
+		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
+		// so carrying on would spin. The try's result stands if it won.
+		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
+	}
+	return r
+}
+
+// afterRound returns the outcome of the try after a round of waiting: the
+// one pipelined behind its BLPOP, or one sent now.
+//
+// When the connection failed (a restart, say), the BLPOP may have popped a
+// signal, and the try behind it run unheard of. A try sent now on the
+// caller's client (which retries as it is told) settles both, as go-redis's
+// retry of the pair once did: it finds the lock ours (our own id), free
+// (and takes it), or held by someone whose release signals again. Wait
+// connections never retry on their own: a BLPOP sent twice would pop a
+// second waiter's signal. Without retries (MaxRetries -1), after a
+// Shutdown, or when its waiter gave up, the error is returned instead, and
+// what may have been taken is given back (see core.fail, abandonWait).
+func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q *waitQueue) (acquireResult, error) {
+	perr := round.err
+	moving := topology.Is(perr)
+	lost := perr != nil && !moving && !topology.IsReply(perr)
+	var (
+		res acquireResult
+		err error
+	)
+	switch {
+	case lost && (round.gone || maxRetries(l.client) == 0 || errors.Is(perr, redis.ErrClosed)):
+		return acquireResult{}, perr
+	case lost:
+		res, err = l.tryAs(ctx, tryWoken, q)
+	case round.try != nil:
+		res, err = l.acked(ctx, in.id, round.try, nil)
+	case round.gone:
+		return acquireResult{}, nil
+	case moving:
+		res, err = l.tryAs(ctx, tryFirst, q)
+	default:
+		res, err = l.tryAs(ctx, tryWoken, q)
+	}
+	return l.tryAgain(ctx, moving, res, err, q)
+}
+
+// tryAgain sends the try after a wait once more where it could not run:
+// the node answered the BLPOP with UNBLOCKED (it became a replica in a
+// failover) and closed the connection (moving, and a connection error),
+// or the script cache was empty (a restart, SCRIPT FLUSH), or the slot
+// moves (MOVED, ASK, TRYAGAIN...). It is sent on its own, with EVAL when
+// needed, following redirects; res and err stand otherwise.
+func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *waitQueue) (acquireResult, error) {
+	if moving && err != nil && !topology.IsReply(err) {
+		topology.RefreshSlots(ctx, l.client) // find the new master
+		res, err = l.try(ctx, true, q)
+	}
+	if isNoScript(err) || topology.Is(err) {
+		res, err = l.try(ctx, true, q)
+	}
+	return res, err
+}
+
+// maxRetries returns how many times client retries a command (go-redis's
+// default 3; none when its MaxRetries is -1).
+func maxRetries(client redis.UniversalClient) int {
+	n := 3
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }:
+		n = c.Options().MaxRetries
+	case interface{ Options() *redis.ClusterOptions }:
+		n = c.Options().MaxRetries
+	}
+	return max(n, 0)
+}
