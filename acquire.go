@@ -7,7 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wait"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // acquire tries to take the lock and, when blocking, waits for it. It
@@ -19,7 +23,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireRe
 	}
 	a := &attempt{l: l, blocking: blocking}
 	if blocking && l.proto.queueRegisters {
-		a.t = joinQueue(l.client, l.keys[0]) // first: the try registers the queue's token
+		a.t = wait.Join(l.client, l.keys[0]) // first: the try registers the queue's token
 	}
 	a.try(ctx)
 	defer a.leave()
@@ -46,7 +50,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireRe
 type attempt struct {
 	l          *core
 	blocking   bool
-	t          *ticket       // our place in the local queue, once we wait
+	t          *wait.Ticket  // our place in the local queue, once we wait
 	queued     bool          // we waited for our turn in the queue
 	sent       time.Time     // when the last try was sent
 	res        acquireResult // its result
@@ -59,7 +63,7 @@ type attempt struct {
 // try sends a try that was not woken.
 func (a *attempt) try(ctx context.Context) {
 	a.sent = time.Now()
-	a.res, a.terr = a.l.try(ctx, a.blocking, a.t.queue())
+	a.res, a.terr = a.l.try(ctx, a.blocking, a.t.Queue())
 	a.popped = false
 }
 
@@ -70,9 +74,9 @@ func (a *attempt) result() (done bool, err error) {
 	switch {
 	case a.terr != nil:
 		return true, errTryFailed
-	case a.res.status == statusAcquired:
+	case a.res.status == wire.Acquired:
 		return true, nil
-	case a.res.status == statusOurs:
+	case a.res.status == wire.Ours:
 		// A signal we popped needs no giveback: the key is held (by our
 		// shared id), and its release signals again.
 		return true, a.l.wrap(ErrAlreadyAcquired)
@@ -116,16 +120,16 @@ func (a *attempt) noteWaiting(ctx context.Context) {
 func (a *attempt) takeTurn(ctx context.Context) bool {
 	a.queued = true
 	if a.t == nil {
-		a.t = joinQueue(a.l.client, a.l.keys[0])
+		a.t = wait.Join(a.l.client, a.l.keys[0])
 	}
 	select {
-	case <-a.t.turn:
+	case <-a.t.Turn():
 	case <-ctx.Done():
 	}
-	if hint := a.t.pttlHint(); hint > 0 {
+	if hint := a.t.PTTLHint(); hint > 0 {
 		a.res.pttl = hint
 	}
-	if a.l.proto.shared && a.t.afterAcquire() && ctx.Err() == nil {
+	if a.l.proto.shared && a.t.AfterAcquire() && ctx.Err() == nil {
 		a.try(ctx)
 		return true
 	}
@@ -140,7 +144,7 @@ func (a *attempt) wait(ctx context.Context) error {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	wsent := time.Now()
-	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t.q)
+	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t.Queue())
 	if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 		// Given up while waiting: abandonWait settles the attempt. res,
 		// from the try before, is what the next waiter learns.
@@ -155,7 +159,7 @@ func (a *attempt) wait(ctx context.Context) error {
 		}
 	}
 	a.sent, a.res, a.popped, a.terr = wsent, w.res, w.popped, w.err
-	if !w.moving || a.terr != nil || a.res.status != statusBusy {
+	if !w.moving || a.terr != nil || a.res.status != wire.Busy {
 		a.pause = 0
 		return nil
 	}
@@ -174,10 +178,10 @@ func (a *attempt) wait(ctx context.Context) error {
 // where the primitive has one (see protocol.registers).
 func (a *attempt) leave() {
 	l := a.l
-	acquired := a.terr == nil && a.res.status == statusAcquired
+	acquired := a.terr == nil && a.res.status == wire.Acquired
 	emptied := false
 	if a.t != nil {
-		emptied = a.t.leave(l.expiresHint(a.res, a.terr, a.sent), acquired)
+		emptied = a.t.Leave(l.expiresHint(a.res, a.terr, a.sent), acquired)
 	}
 	switch {
 	case l.proto.leave == nil:
@@ -185,8 +189,8 @@ func (a *attempt) leave() {
 		// The queue's registration, and the admission it may have been
 		// given, once nobody waits in it: whoever leaves last, even one
 		// that came in at its first try and registered nothing itself.
-		if emptied && a.t.q.tokenSent() {
-			l.leave(a.t.q)
+		if emptied && a.t.Queue().TokenSent() {
+			l.leave(a.t.Queue())
 		}
 	case a.registered && !acquired:
 		// Stop waiting in Redis, where others wait behind us. (A try
@@ -194,4 +198,27 @@ func (a *attempt) leave() {
 		// giveback that follows it takes that back.)
 		l.leave(nil)
 	}
+}
+
+// acquireResult is an acquire script's reply.
+type acquireResult struct {
+	status wire.Status
+	pttl   int64  // busy (or ours): the holder's remaining TTL in ms; -1 when it never expires
+	token  int64  // acquired: the fencing token; 0 without fencing
+	id     string // the owner id the try was sent with
+}
+
+// parseAcquire decodes an acquire script's reply; a semaphore's holders
+// of another size are a *sizeMismatchError.
+func parseAcquire(cmd *redis.Cmd) (acquireResult, error) {
+	status, v, err := wire.ParseAcquire(cmd)
+	switch {
+	case err != nil:
+		return acquireResult{}, err
+	case status == wire.OtherSize:
+		return acquireResult{}, &sizeMismatchError{stored: v}
+	case status == wire.Acquired:
+		return acquireResult{status: status, token: v}, nil
+	}
+	return acquireResult{status: status, pttl: v}, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // A Cache computes a missing value once across every process: the Go form
@@ -343,7 +345,7 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 			return err
 		}
 		got = e
-		ok, err := storeScript.Run(fctx, c.client, []string{l.keys[0], key},
+		ok, err := wire.Store.Run(fctx, c.client, []string{l.keys[0], key},
 			h.id, stored, strconv.FormatInt(max(storeTTL.Milliseconds(), 1), 10)).Int()
 		if err != nil {
 			return fmt.Errorf("store: %w", err)

@@ -3,11 +3,30 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wait"
+	"github.com/go-redis-lock/redislock/internal/watch"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
+
+// DefaultKeyPrefix is the prefix of lock keys unless WithKeyPrefix says
+// otherwise. It is python-redis-lock's: the lock named "reports" lives in the
+// key "lock:reports" and its waiters wait on the list "lock-signal:reports".
+const DefaultKeyPrefix = "lock:"
+
+// checkName returns ErrInvalidHashTag when name, under ks, would not give
+// keys of one slot (see wire.Scheme.TagSafe).
+func checkName(ks wire.Scheme, name string) error {
+	if !ks.TagSafe(name) {
+		return ErrInvalidHashTag
+	}
+	return nil
+}
 
 // topologyPatience bounds how long one call retries the replies of a
 // changing topology (see internal/topology; a variable for the tests).
@@ -26,4 +45,33 @@ func checkClient(client redis.UniversalClient) error {
 		return fmt.Errorf("%w (%w)", ErrUnsupportedClient, errRing)
 	}
 	return nil
+}
+
+// Shutdown stops the connections and goroutines this package runs beside
+// the given clients (all clients when none is given), and waits for them:
+// the wait runtimes (the connections that blocking acquires wait on) and
+// the key trackers (see WithTracking). An Acquire waiting in Redis at that
+// moment returns an error matching redis.ErrClosed; holds that were
+// watched are no longer watched (renewal and the local deadline still end
+// them in time). Anything used later starts them again.
+//
+// They also stop by themselves: a client's wait connections are closed 30
+// seconds after its last wait ended, and its trackers 30 seconds after
+// their last hold ended. Call Shutdown when a process is about to exit
+// with holds or waits still live, or in a test before looking for leaked
+// goroutines (go.uber.org/goleak); redislocktest's clients call it for
+// themselves when their test ends.
+func Shutdown(clients ...redis.UniversalClient) {
+	ours := func(c redis.UniversalClient) bool {
+		return len(clients) == 0 || slices.ContainsFunc(clients, func(x redis.UniversalClient) bool { return sameClient(x, c) })
+	}
+	wait.Close(ours)
+	watch.Close(ours)
+}
+
+// sameClient reports whether a and b are the same client, without
+// comparing values whose type is not comparable.
+func sameClient(a, b redis.UniversalClient) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }

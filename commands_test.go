@@ -10,7 +10,7 @@ import (
 
 // topLevel keeps the commands the lock sends, and EXISTS, which the
 // acquire script runs once inside Redis when it was not woken (the turn
-// check: see lua/acquire.lua); commandstats also counts the other commands
+// check: see internal/wire/lua/acquire.lua); commandstats also counts the other commands
 // that scripts run (get, set, del, ...), and the tests' own INFO.
 func topLevel(d map[string]int64) map[string]int64 {
 	out := map[string]int64{}

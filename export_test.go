@@ -1,11 +1,11 @@
 package redislock
 
 import (
-	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
@@ -43,11 +43,7 @@ func TrackerPokes() int64 { return watch.Count().Pokes }
 func TrackerRounds() int64 { return watch.Count().Rounds }
 
 // WaitQueues returns how many local wait queues the process holds.
-func WaitQueues() int {
-	n := 0
-	waitQueues.Range(func(_, _ any) bool { n++; return true })
-	return n
-}
+func WaitQueues() int { return wait.Queues() }
 
 // TrackerWakeFires counts the firings of every tracker's wake timer.
 func TrackerWakeFires() int64 { return watch.Count().WakeFires }
@@ -57,20 +53,13 @@ func TrackerWakeFires() int64 { return watch.Count().WakeFires }
 func TrackerChurnWake(client redis.UniversalClient) time.Duration { return watch.ChurnWake(client) }
 
 // AddWaitHook adds hook to the connections that client's waits run on (see
-// waitrt.go), as client.AddHook(hook) does to client's own: go-redis hooks
-// do not reach a client made from another's options. A test that injects
-// faults into waits through a hook calls both. The runtime keeps the hook
-// (and its connections) until Shutdown.
+// internal/wait), as client.AddHook(hook) does to client's own: go-redis
+// hooks do not reach a client made from another's options. A test that
+// injects faults into waits through a hook calls both. The runtime keeps
+// the hook (and its connections) until Shutdown.
 func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
-	rt, err := runtimeFor(context.Background(), client, "")
-	if err != nil {
+	if err := wait.AddHook(client, hook); err != nil {
 		panic(err)
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.hooks = append(rt.hooks, hook)
-	if rt.own != nil {
-		rt.own.AddHook(hook)
 	}
 }
 
@@ -80,16 +69,9 @@ var RefusesTracking = watch.Refuses
 // SetRuntimeIdle sets how long a wait runtime keeps its connections after
 // its last wait, until the test ends.
 func SetRuntimeIdle(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := runtimeIdle.Swap(int64(d))
-	t.Cleanup(func() { runtimeIdle.Store(old) })
+	old := wait.SetIdle(d)
+	t.Cleanup(func() { wait.SetIdle(old) })
 }
 
 // HasWaitRuntime reports whether client has a wait runtime.
-func HasWaitRuntime(client redis.UniversalClient) bool {
-	found := false
-	runtimes.Range(func(k, _ any) bool {
-		found = found || k.(runtimeKey).client == client
-		return !found
-	})
-	return found
-}
+func HasWaitRuntime(client redis.UniversalClient) bool { return wait.HasRuntime(client) }

@@ -154,7 +154,7 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 		}
 
 		// The late giveback of the old id arrives.
-		src, err := os.ReadFile("lua/giveback.lua")
+		src, err := os.ReadFile("internal/wire/lua/giveback.lua")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 			held bool
 		)
 		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-			info, held, err = readInfo(ctx, client, name, ks.lockKey(name))
+			info, held, err = readInfo(ctx, client, name, ks.LockKey(name))
 			return err
 		})
 		if err != nil || !held { // not held: released meanwhile
@@ -79,7 +79,7 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	})
 	if err == nil {
 		err = eachSemaphore(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
-			keys, _ := ks.semKeys(name)
+			keys, _ := ks.SemKeys(name)
 			holders, size, err := readHolders(ctx, client, keys)
 			if err != nil {
 				return err
@@ -95,7 +95,7 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	}
 	if err == nil {
 		err = eachRWMutex(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
-			keys, _ := ks.rwKeys(name)
+			keys, _ := ks.RWKeys(name)
 			rw, err := readRWInfo(ctx, client, keys)
 			if err != nil {
 				return err

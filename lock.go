@@ -13,7 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/watch"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // A Lock is a named lock in Redis, held by at most one owner at a time
@@ -67,8 +69,8 @@ type core struct {
 	ack            replicaAck
 	maxSlice       time.Duration // longest single BLPOP
 	neverHeld      chan struct{} // closed; Done before the first acquire
-	cleanups       cleanups      // giveback scripts still running
-	abandons       cleanups      // abandoned waits still being finished (also in cleanups)
+	cleanups       wait.Cleanups // giveback scripts still running
+	abandons       wait.Cleanups // abandoned waits still being finished (also in cleanups)
 	turn           chan struct{} // Locker's local mutex: one slot
 	ev             *events       // observers and logger; nil: none
 
@@ -119,14 +121,14 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	if err := c.ack.fits(rt); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
-	ks := newKeyScheme(c.prefix, tagged)
-	if err := ks.checkName(name); err != nil {
+	ks := wire.NewScheme(c.prefix, tagged)
+	if err := checkName(ks, name); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
-	keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
+	keys := []string{ks.LockKey(name), ks.SignalKey(name), ks.TurnKey(name)}
 	var fence string
 	if c.fencing {
-		fence = ks.fenceKey(name)
+		fence = ks.FenceKey(name)
 	}
 	l := &Lock{}
 	l.core.init(client, name, &lockProtocol, c, rt, keys, fence, nil)
@@ -225,12 +227,12 @@ func (l *core) newIdentity(id string) *identity {
 		soloArgs:    append([]any{id, l.expireMS, own, "0"}, l.acquireExtra...),
 	}
 	s := l.proto.acquire
-	in.acquireCmd = evalShaCmd(s, l.acquireKeys, in.acquireArgs)
-	in.wokenCmd = evalShaCmd(s, l.acquireKeys, in.wokenArgs)
-	in.soloCmd = evalShaCmd(s, l.soloKeys, in.soloArgs)
+	in.acquireCmd = wire.EvalShaCmd(s, l.acquireKeys, in.acquireArgs)
+	in.wokenCmd = wire.EvalShaCmd(s, l.acquireKeys, in.wokenArgs)
+	in.soloCmd = wire.EvalShaCmd(s, l.soloKeys, in.soloArgs)
 	if l.proto.registers {
 		in.onlyArgs = append([]any{id, l.expireMS, own, "3"}, l.acquireExtra...)
-		in.onlyCmd = evalShaCmd(s, l.acquireKeys, in.onlyArgs)
+		in.onlyCmd = wire.EvalShaCmd(s, l.acquireKeys, in.onlyArgs)
 	}
 	return in
 }
@@ -320,7 +322,7 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 // release what we are about to take) and starts its hold: its renewal,
 // its watch.
 func (l *core) take(ctx context.Context, blocking bool) (*hold, error) {
-	if err := l.cleanups.wait(ctx); err != nil {
+	if err := l.cleanups.Wait(ctx); err != nil {
 		return nil, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	sent, won, err := l.acquire(ctx, blocking)
@@ -412,7 +414,7 @@ func (l *Lock) Settle(ctx context.Context) error { return l.settle(ctx) }
 
 // settle is Settle, for every primitive.
 func (l *core) settle(ctx context.Context) error {
-	err := l.cleanups.wait(ctx)
+	err := l.cleanups.Wait(ctx)
 	if err == nil {
 		return nil
 	}

@@ -19,13 +19,13 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// luaScripts maps the SHA1 and the source of each lua/*.lua file to its
+// luaScripts maps the SHA1 and the source of each internal/wire/lua/*.lua file to its
 // name ("acquire", "giveback", ...): what the library embeds, read back
 // from the same files.
 var luaScripts = sync.OnceValues(func() (map[string]string, error) {
-	files, err := filepath.Glob("lua/*.lua")
+	files, err := filepath.Glob("internal/wire/lua/*.lua")
 	if err != nil || len(files) == 0 {
-		return nil, errors.Join(err, errors.New("no lua/*.lua"))
+		return nil, errors.Join(err, errors.New("no internal/wire/lua/*.lua"))
 	}
 	m := map[string]string{}
 	for _, f := range files {
@@ -66,7 +66,7 @@ func scriptOf(cmd redis.Cmder) string {
 // getting NOSCRIPT.
 func cacheScripts(t testing.TB, c *redis.Client) {
 	t.Helper()
-	files, _ := filepath.Glob("lua/*.lua")
+	files, _ := filepath.Glob("internal/wire/lua/*.lua")
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {

@@ -1,16 +1,20 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/wire"
+)
 
 // A protocol is what a primitive brings to the machinery (core): its
 // scripts, each taking the KEYS and ARGV layout of the Lock's own (see
-// the headers in lua/), and what its keys allow.
+// the headers in internal/wire/lua/), and what its keys allow.
 //
 // Every acquire script takes KEYS {main, signal, third[, fence]} and ARGV
 // {id, expire ms, own flag, try mode, extra...}, and answers {status,
-// value} as lua/acquire.lua does; release and giveback take KEYS {main,
-// signal, third} and answer as lua/release.lua and lua/giveback.lua do;
-// extend answers as lua/extend.lua does.
+// value} as acquire.lua does; release and giveback take KEYS {main,
+// signal, third} and answer as release.lua and giveback.lua do; extend
+// answers as extend.lua does.
 type protocol struct {
 	kind     string // what errors call it: "lock", "semaphore"
 	ref      Kind   // what events call it (LockRef.Kind)
@@ -28,7 +32,7 @@ type protocol struct {
 	extendKeys func(keys []string) []string
 
 	// solo returns the acquire script's KEYS for a try in mode "0", which
-	// must not touch the signal and turn keys (see lua/acquire.lua); nil:
+	// must not touch the signal and turn keys (see lua/acquire.lua in internal/wire); nil:
 	// the main key alone.
 	solo func(keys []string) []string
 
@@ -46,7 +50,7 @@ type protocol struct {
 	leave     *redis.Script
 
 	// queueRegisters: the registration stands for the whole local queue
-	// (its token is the last extra ARGV of a try, see queueToken) and is
+	// (its token is the last extra ARGV of a try, see wait.Queue.Token) and is
 	// taken back when that queue empties; otherwise it is the caller's
 	// own and is taken back when its acquire fails.
 	queueRegisters bool
@@ -56,10 +60,10 @@ type protocol struct {
 var lockProtocol = protocol{
 	kind:       "lock",
 	ref:        KindLock,
-	acquire:    acquireScript,
-	release:    releaseScript,
-	extend:     extendScript,
-	giveback:   givebackScript,
+	acquire:    wire.Acquire,
+	release:    wire.Release,
+	extend:     wire.Extend,
+	giveback:   wire.Giveback,
 	readsKey:   true,
 	extendKeys: func(keys []string) []string { return keys[:1:1] },
 }

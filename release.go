@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // Release deletes the lock key if it holds this Lock's id and wakes one
@@ -81,7 +82,7 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 		l.state = stateIdle
 		l.mu.Unlock()
 	}()
-	if err := l.cleanups.wait(ctx); err != nil {
+	if err := l.cleanups.Wait(ctx); err != nil {
 		if h != nil {
 			h.end(lost(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
 		}
@@ -217,10 +218,10 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 			cmd[releaseIDArg] = sha
 			n, err = l.client.Do(ctx, cmd...).Int64()
 		} else {
-			n, err = l.client.Do(ctx, evalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
+			n, err = l.client.Do(ctx, wire.EvalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
 		}
 		final := sha
-		if isNoScript(err) {
+		if wire.IsNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.
 			final = &countedArg{s: own}
 			n, err = l.proto.release.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,7 +78,7 @@ func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *
 		cmd = s.Eval(ctx, pipe, keys, args...)
 		wait := a.queue(ctx, pipe)
 		_, err = pipe.Exec(ctx) // each command's own error is read below
-		failedPipeline(err, cmd, wait)
+		topology.FailedPipeline(err, cmd, wait)
 		ackErr = a.check(wait)
 		r.Follow(cmd.Err())
 		fallBack(cmd.Err())
@@ -103,18 +102,4 @@ func (a replicaAck) check(wait *redis.Cmd) error {
 		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acks, a.n, a.timeout)
 	}
 	return nil
-}
-
-// failedPipeline gives the error of a pipeline that failed as a whole
-// (no connection: a dead node) to those of cmds left without a result,
-// which some go-redis v9 releases leave with neither value nor error.
-func failedPipeline(err error, cmds ...*redis.Cmd) {
-	if err == nil || topology.IsReply(err) || errors.Is(err, redis.Nil) {
-		return
-	}
-	for _, c := range cmds {
-		if c.Err() == nil && c.Val() == nil {
-			c.SetErr(err)
-		}
-	}
 }

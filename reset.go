@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // scanCount is the COUNT hint of each SCAN step in ResetAll.
@@ -21,7 +22,7 @@ const scanCount = 1000
 func (l *Lock) Reset(ctx context.Context) error {
 	var deleted int
 	err := topology.Do(ctx, l.client, topologyPatience, func() (err error) {
-		deleted, err = resetScript.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
+		deleted, err = wire.Reset.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
 		return err
 	})
 	l.ev.reset(ctx, l.info(""), deleted, err)
@@ -61,10 +62,10 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 		total int
 	)
 	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, name string) error {
-		keys := []string{ks.lockKey(name), ks.signalKey(name), ks.turnKey(name)}
+		keys := []string{ks.LockKey(name), ks.SignalKey(name), ks.TurnKey(name)}
 		var deleted int
 		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-			deleted, err = resetScript.Run(ctx, client, keys, signalExpireMS, turnMS).Int()
+			deleted, err = wire.Reset.Run(ctx, client, keys, signalExpireMS, turnMS).Int()
 			return err
 		})
 		if err != nil {
@@ -77,7 +78,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 	})
 	if err == nil {
 		err = eachSemaphore(ctx, client, ks, "*", func(ctx context.Context, name string) error {
-			keys, _ := ks.semKeys(name)
+			keys, _ := ks.SemKeys(name)
 			dropped, err := resetSemaphore(ctx, client, keys, signalExpireMS)
 			if err != nil {
 				return err
@@ -98,7 +99,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 			if seen {
 				return nil
 			}
-			keys, _ := ks.rwKeys(name)
+			keys, _ := ks.RWKeys(name)
 			dropped, err := resetRWMutex(ctx, client, keys, signalExpireMS)
 			if err != nil {
 				return err
@@ -117,24 +118,24 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 }
 
 // adminConfig checks the client and options of a package-level call.
-func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config, error) {
+func adminConfig(client redis.UniversalClient, opts []Option) (wire.Scheme, config, error) {
 	if client == nil {
-		return keyScheme{}, config{}, ErrNilClient
+		return wire.Scheme{}, config{}, ErrNilClient
 	}
 	if err := checkClient(client); err != nil {
-		return keyScheme{}, config{}, err
+		return wire.Scheme{}, config{}, err
 	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
-		return keyScheme{}, c, err
+		return wire.Scheme{}, c, err
 	}
 	tagged, err := c.tagged(client)
 	if err != nil {
-		return keyScheme{}, c, err
+		return wire.Scheme{}, c, err
 	}
-	ks := newKeyScheme(c.prefix, tagged)
-	if err := ks.checkName(""); err != nil {
-		return keyScheme{}, c, err
+	ks := wire.NewScheme(c.prefix, tagged)
+	if err := checkName(ks, ""); err != nil {
+		return wire.Scheme{}, c, err
 	}
 	return ks, c, nil
 }
@@ -149,28 +150,28 @@ func adminConfig(client redis.UniversalClient, opts []Option) (keyScheme, config
 // node, which answers MOVED to a client that did not send ASKING, and the
 // cluster client follows that. For the same reason fn may see a name
 // twice (found on the migrating node, then moved and found again).
-func eachLockKey(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+func eachLockKey(ctx context.Context, client redis.UniversalClient, ks wire.Scheme, namePattern string,
 	fn func(ctx context.Context, name string) error) error {
-	return eachKey(ctx, client, ks.scanPattern(namePattern), "string", ks.nameOf, fn)
+	return eachKey(ctx, client, ks.ScanPattern(namePattern), "string", ks.NameOf, fn)
 }
 
 // eachSemaphore is eachLockKey for the semaphores of scheme ks: it calls
 // fn with the name of every semaphore that has a holders key.
-func eachSemaphore(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+func eachSemaphore(ctx context.Context, client redis.UniversalClient, ks wire.Scheme, namePattern string,
 	fn func(ctx context.Context, name string) error) error {
-	return eachKey(ctx, client, ks.semScanPattern(namePattern), "zset", ks.semNameOf, fn)
+	return eachKey(ctx, client, ks.SemScanPattern(namePattern), "zset", ks.SemNameOf, fn)
 }
 
 // eachRWMutex is eachLockKey for the RWMutexes of scheme ks: it calls fn
 // with the name of every RWMutex that has a writer key or a readers key
 // (a name may come twice).
-func eachRWMutex(ctx context.Context, client redis.UniversalClient, ks keyScheme, namePattern string,
+func eachRWMutex(ctx context.Context, client redis.UniversalClient, ks wire.Scheme, namePattern string,
 	fn func(ctx context.Context, name string) error) error {
-	tag := "{" + namePattern + "}"
-	if err := eachKey(ctx, client, escapeGlob(ks.rwPrefixes[0])+tag, "string", ks.rwNameOf, fn); err != nil {
+	writers, readers := ks.RWScanPatterns(namePattern)
+	if err := eachKey(ctx, client, writers, "string", ks.RWNameOf, fn); err != nil {
 		return err
 	}
-	return eachKey(ctx, client, escapeGlob(ks.rwPrefixes[2])+tag, "zset", ks.rwReaderNameOf, fn)
+	return eachKey(ctx, client, readers, "zset", ks.RWReaderNameOf, fn)
 }
 
 // eachKey calls fn with nameOf of every key of type typ that matches the

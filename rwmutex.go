@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // An RWMutex is a reader/writer lock in Redis, the distributed form of
@@ -68,7 +69,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	if err != nil {
 		return nil, err
 	}
-	keys, fence := ks.rwKeys(name)
+	keys, fence := ks.RWKeys(name)
 	if !c.fencing {
 		fence = ""
 	}
@@ -80,7 +81,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	rw := &RWMutex{}
 	rw.w.init(client, name, &rwWriteProtocol, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
 	// A waiting reader registers by its local queue's token, the last
-	// ARGV of its tries (see core.prepared, lua/rw_racquire.lua).
+	// ARGV of its tries (see core.prepared, internal/wire/lua/rw_racquire.lua).
 	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, reg)
 	// The third ARGV of their release and giveback, the Lock's turn, is
 	// how long the readers admitted at a writer's release hold writers
@@ -93,39 +94,39 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 // familyConfig checks the arguments of NewSemaphore and NewRWMutex and
 // returns the checked config, the client's read timeout and the (tagged)
 // key scheme. kind names the primitive in errors.
-func familyConfig(client redis.UniversalClient, name, kind string, opts []Option) (config, time.Duration, keyScheme, error) {
+func familyConfig(client redis.UniversalClient, name, kind string, opts []Option) (config, time.Duration, wire.Scheme, error) {
 	wrap := func(err error) error { return fmt.Errorf("%s %q: %w", kind, name, err) }
 	if client == nil {
-		return config{}, 0, keyScheme{}, wrap(ErrNilClient)
+		return config{}, 0, wire.Scheme{}, wrap(ErrNilClient)
 	}
 	if err := checkClient(client); err != nil {
-		return config{}, 0, keyScheme{}, wrap(err)
+		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
 	if name == "" {
-		return config{}, 0, keyScheme{}, wrap(ErrInvalidName)
+		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidName)
 	}
 	c := newConfig(opts)
 	if !c.expireGiven {
 		c.expire = DefaultExpire
 	}
 	if c.expire == 0 {
-		return config{}, 0, keyScheme{}, wrap(ErrInvalidExpire)
+		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidExpire)
 	}
 	if err := c.validate(); err != nil {
-		return config{}, 0, keyScheme{}, wrap(err)
+		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
 	rt := readTimeout(client)
 	if err := c.ack.fits(rt); err != nil {
-		return config{}, 0, keyScheme{}, wrap(err)
+		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
-	ks := newKeyScheme(c.prefix, true)
-	if err := ks.checkName(name); err != nil {
-		return config{}, 0, keyScheme{}, wrap(err)
+	ks := wire.NewScheme(c.prefix, true)
+	if err := checkName(ks, name); err != nil {
+		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
 	return c, rt, ks, nil
 }
 
-// The RWMutex's two sides (see lua/rw_*.lua). The writer's key is the
+// The RWMutex's two sides (see internal/wire/lua/rw_*.lua). The writer's key is the
 // Lock's kind of key, renewed by the Lock's extend script; the readers are
 // a semaphore's kind of holders, renewed by its extend script (their set
 // has no size key: it stands in for it).
@@ -133,28 +134,28 @@ var (
 	rwWriteProtocol = protocol{
 		kind:       "rwmutex",
 		ref:        KindWriter,
-		acquire:    rwWAcquireScript,
-		release:    rwWReleaseScript,
-		extend:     extendScript,
-		giveback:   rwWGivebackScript,
+		acquire:    wire.RWWAcquire,
+		release:    wire.RWWRelease,
+		extend:     wire.Extend,
+		giveback:   wire.RWWGiveback,
 		readsKey:   true,
 		extendKeys: func(keys []string) []string { return keys[:1:1] },
 		solo:       func(keys []string) []string { return keys }, // one slot
 		registers:  true,
-		leave:      rwWLeaveScript,
+		leave:      wire.RWWLeave,
 	}
 	rwReadProtocol = protocol{
 		kind:           "rwmutex",
 		ref:            KindReader,
-		acquire:        rwRAcquireScript,
-		release:        rwRReleaseScript,
-		extend:         semExtendScript,
-		giveback:       rwRGivebackScript,
+		acquire:        wire.RWRAcquire,
+		release:        wire.RWRRelease,
+		extend:         wire.SemExtend,
+		giveback:       wire.RWRGiveback,
 		extendKeys:     func(keys []string) []string { return []string{keys[0], keys[0]} },
 		solo:           func(keys []string) []string { return keys },
 		shared:         true,
 		registers:      true,
-		leave:          rwRLeaveScript,
+		leave:          wire.RWRLeave,
 		queueRegisters: true,
 	}
 )
@@ -383,21 +384,21 @@ func (rw *RWMutex) Info(ctx context.Context) (RWInfo, error) {
 func readRWInfo(ctx context.Context, client redis.UniversalClient, keys []string) (RWInfo, error) {
 	var vals []any
 	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-		vals, err = rwInfoScript.Run(ctx, client, keys).Slice()
+		vals, err = wire.RWInfo.Run(ctx, client, keys).Slice()
 		return err
 	})
 	if err != nil {
 		return RWInfo{}, err
 	}
 	if len(vals) < 4 || len(vals)%2 != 0 {
-		return RWInfo{}, errBadReply
+		return RWInfo{}, wire.ErrBadReply
 	}
 	writer, ok1 := vals[0].(string)
 	pttl, ok2 := vals[1].(int64)
 	ww, ok3 := vals[2].(int64)
 	wr, ok4 := vals[3].(int64)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return RWInfo{}, errBadReply
+		return RWInfo{}, wire.ErrBadReply
 	}
 	info := RWInfo{Writer: writer, WaitingWriters: int(ww), WaitingReaders: int(wr)}
 	if writer != "" {
@@ -410,7 +411,7 @@ func readRWInfo(ctx context.Context, client redis.UniversalClient, keys []string
 		id, ok1 := vals[i].(string)
 		ms, ok2 := vals[i+1].(int64)
 		if !ok1 || !ok2 {
-			return RWInfo{}, errBadReply
+			return RWInfo{}, wire.ErrBadReply
 		}
 		info.Readers = append(info.Readers, Holder{ID: id, TTL: time.Duration(ms) * time.Millisecond})
 	}
@@ -433,7 +434,7 @@ func (rw *RWMutex) Reset(ctx context.Context) (int, error) {
 func resetRWMutex(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
 	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-		n, err = rwResetScript.Run(ctx, client, keys, signalExpireMS).Int()
+		n, err = wire.RWReset.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})
 	return n, err

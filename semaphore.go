@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // A Semaphore lets at most size holders at a time, across every process
@@ -62,7 +63,7 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	if err != nil {
 		return nil, err
 	}
-	keys, fence := ks.semKeys(name)
+	keys, fence := ks.SemKeys(name)
 	if !c.fencing {
 		fence = ""
 	}
@@ -72,14 +73,14 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	return s, nil
 }
 
-// semProtocol is the Semaphore's (see lua/sem_*.lua).
+// semProtocol is the Semaphore's (see internal/wire/lua/sem_*.lua).
 var semProtocol = protocol{
 	kind:       "semaphore",
 	ref:        KindSemaphore,
-	acquire:    semAcquireScript,
-	release:    semReleaseScript,
-	extend:     semExtendScript,
-	giveback:   semGivebackScript,
+	acquire:    wire.SemAcquire,
+	release:    wire.SemRelease,
+	extend:     wire.SemExtend,
+	giveback:   wire.SemGiveback,
 	extendKeys: func(keys []string) []string { return []string{keys[0], keys[2]} },
 	solo:       func(keys []string) []string { return keys[:3:3] }, // one slot: no need to leave keys out
 	shared:     true,
@@ -227,25 +228,25 @@ func (s *Semaphore) Holders(ctx context.Context) (holders []Holder, size int, er
 func readHolders(ctx context.Context, client redis.UniversalClient, keys []string) ([]Holder, int, error) {
 	var vals []any
 	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-		vals, err = semHoldersScript.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
+		vals, err = wire.SemHolders.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
 		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	if len(vals)%2 != 1 {
-		return nil, 0, errBadReply
+		return nil, 0, wire.ErrBadReply
 	}
 	size, ok := vals[0].(int64)
 	if !ok {
-		return nil, 0, errBadReply
+		return nil, 0, wire.ErrBadReply
 	}
 	holders := make([]Holder, 0, len(vals)/2)
 	for i := 1; i+1 < len(vals); i += 2 {
 		id, ok1 := vals[i].(string)
 		ms, ok2 := vals[i+1].(int64)
 		if !ok1 || !ok2 {
-			return nil, 0, errBadReply
+			return nil, 0, wire.ErrBadReply
 		}
 		holders = append(holders, Holder{ID: id, TTL: time.Duration(ms) * time.Millisecond})
 	}
@@ -267,7 +268,7 @@ func (s *Semaphore) Reset(ctx context.Context) (int, error) {
 func resetSemaphore(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
 	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
-		n, err = semResetScript.Run(ctx, client, keys, signalExpireMS).Int()
+		n, err = wire.SemReset.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})
 	return n, err

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wait"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // Waiting for a lock.
@@ -27,13 +29,8 @@ const (
 	// re-checked now and then and a dead connection is noticed.
 	defaultMaxSlice = 2 * time.Second
 
-	// minSlice is the shortest BLPOP sent. Never 0, which Redis reads as
-	// "block forever" and for which go-redis sets no read deadline; and not
-	// 1 ms either: Redis before 7.0.8 truncated float timeouts to whole
-	// milliseconds after a long-double multiply, which turns "0.001" into
-	// 0 (redis#11687), and a waiter would block forever. "0.002" cannot
-	// truncate below 1 ms.
-	minSlice = 2 * time.Millisecond
+	// minSlice is the shortest BLPOP sent (see wait.MinSlice).
+	minSlice = wait.MinSlice
 
 	// cleanupTimeout bounds the giveback script run after a lost reply.
 	cleanupTimeout = 2 * time.Second
@@ -78,9 +75,9 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 	switch {
 	case err != nil:
 		return time.Time{}
-	case res.status == statusAcquired && l.expire > 0:
+	case res.status == wire.Acquired && l.expire > 0:
 		return sent.Add(l.expire)
-	case res.status == statusBusy && res.pttl > 0:
+	case res.status == wire.Busy && res.pttl > 0:
 		return sent.Add(time.Duration(res.pttl) * time.Millisecond)
 	}
 	return time.Time{}
@@ -90,7 +87,7 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 // false) is sent, for a protocol whose busy tries register the caller as
 // waiting, in the mode that does not register; q is the caller's local
 // queue, if any (see prepared).
-func (l *core) try(ctx context.Context, blocking bool, q *waitQueue) (acquireResult, error) {
+func (l *core) try(ctx context.Context, blocking bool, q *wait.Queue) (acquireResult, error) {
 	mode := tryFirst
 	if !blocking && l.proto.registers {
 		mode = tryOnly
@@ -101,7 +98,7 @@ func (l *core) try(ctx context.Context, blocking bool, q *waitQueue) (acquireRes
 // tryAs runs the acquire script once, as a try of mode m (tryFirst,
 // tryWoken or tryOnly); a topology reply has it sent again without the
 // turn keys (trySolo), or, for tryOnly, as it was.
-func (l *core) tryAs(ctx context.Context, mode tryMode, q *waitQueue) (acquireResult, error) {
+func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireResult, error) {
 	in := l.ident.Load()
 	solo := trySolo
 	if mode == tryOnly {
@@ -109,7 +106,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *waitQueue) (acquireRe
 	}
 	acquireCmd, acquireArgs := l.prepared(in, mode, q)
 	if !l.ack.on() {
-		cmd := runPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
+		cmd := wire.RunPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
 		if topology.Is(cmd.Err()) {
 			// The slot migrates: a script on several keys, some of them
 			// missing, is answered TRYAGAIN until it ends. Without the
@@ -117,7 +114,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *waitQueue) (acquireRe
 			// node serves (a fenced one has two, and is retried).
 			soloCmd, soloArgs := l.prepared(in, solo, q)
 			_ = topology.Do(ctx, l.client, topologyPatience, func() error {
-				cmd = runPrepared(ctx, l.client, soloCmd, l.proto.acquire, l.soloKeys, soloArgs)
+				cmd = wire.RunPrepared(ctx, l.client, soloCmd, l.proto.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
 			})
 		}
@@ -144,7 +141,7 @@ const (
 // protocol whose waiters register by their local queue, the queue's token
 // (q's; "" without a queue) is appended to the ARGV, and the command built
 // for this call.
-func (l *core) prepared(in *identity, m tryMode, q *waitQueue) (cmd, args []any) {
+func (l *core) prepared(in *identity, m tryMode, q *wait.Queue) (cmd, args []any) {
 	keys := l.acquireKeys
 	switch m {
 	case tryWoken:
@@ -161,10 +158,10 @@ func (l *core) prepared(in *identity, m tryMode, q *waitQueue) (cmd, args []any)
 	}
 	token := ""
 	if q != nil {
-		token = q.queueToken()
+		token = q.Token()
 	}
 	args = append(slices.Clone(args), token)
-	return evalShaCmd(l.proto.acquire, keys, args), args
+	return wire.EvalShaCmd(l.proto.acquire, keys, args), args
 }
 
 // acked parses the reply of an acquire sent with id and, when it took the
@@ -173,7 +170,7 @@ func (l *core) prepared(in *identity, m tryMode, q *waitQueue) (cmd, args []any)
 func (l *core) acked(ctx context.Context, id string, cmd *redis.Cmd, ackErr error) (acquireResult, error) {
 	res, err := parseAcquire(cmd)
 	res.id = id
-	if err != nil || res.status != statusAcquired || ackErr == nil {
+	if err != nil || res.status != wire.Acquired || ackErr == nil {
 		return res, err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -232,9 +229,9 @@ func (l *core) fail(ctx context.Context, err error, popped bool) error {
 // late giveback cannot match a key this Lock acquires since. Errors are dropped otherwise: the lock's expire is then
 // the backstop, and the waiters' slices are bounded by it.
 func (l *core) giveBack(ctx context.Context) {
-	l.cleanups.add()
+	l.cleanups.Add()
 	go func() {
-		defer l.cleanups.done()
+		defer l.cleanups.Done()
 		l.giveBackNow(ctx)
 	}()
 }
@@ -246,17 +243,17 @@ func (l *core) giveBack(ctx context.Context) {
 // register it again. The next Acquire or Release waits for it. Errors are
 // dropped: a registration lapses on its own, a slice and a second after
 // it was last renewed.
-func (l *core) leave(q *waitQueue) {
+func (l *core) leave(q *wait.Queue) {
 	id, pending := l.ownerID(), &l.abandons
 	if q != nil {
-		id, pending = q.queueToken(), &q.abandons
+		id, pending = q.Token(), &q.Abandons
 	}
-	l.cleanups.add()
+	l.cleanups.Add()
 	go func() {
-		defer l.cleanups.done()
+		defer l.cleanups.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		_ = pending.wait(ctx)
+		_ = pending.Wait(ctx)
 		_ = l.proto.leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
 	}()
 }
@@ -268,7 +265,7 @@ func (l *core) giveBackNow(ctx context.Context) {
 	id := l.ownerID()
 	sha, eval := &countedArg{s: id}, &countedArg{s: id}
 	err := l.proto.giveback.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
-	if isNoScript(err) { // not cached: EVAL caches it
+	if wire.IsNoScript(err) { // not cached: EVAL caches it
 		err = l.proto.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
@@ -289,17 +286,9 @@ func (l *core) ownFlag() string {
 	return "0"
 }
 
-// formatSeconds renders d as the float seconds BLPOP takes, rounded up to
-// the millisecond and never below minSlice (go-redis's BLPop helper would
-// round it up to whole seconds).
-func formatSeconds(d time.Duration) string {
-	ms := int64(max(d, minSlice)+time.Millisecond-1) / int64(time.Millisecond)
-	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
-}
-
 // turnFor is how long a release (or a reset, or a giveback that pushes
 // the signal back) gives the waiter it woke to take the lock before
-// acquires of this library that were not woken may (see lua/release.lua),
+// acquires of this library that were not woken may (see internal/wire/lua/release.lua),
 // in the scripts' milliseconds: 100 ms, within which a python-redis-lock
 // waiter takes it in its second round trip after the BLPOP; never longer
 // than the signal expire, since a turn must not outlive the signal it

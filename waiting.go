@@ -9,10 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
+	"github.com/go-redis-lock/redislock/internal/wait"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // waitAndTry waits in BLPOP on the signal list for d, on a connection of
-// the client's wait runtime (see waitrt.go), and tries again: in the same
+// the client's wait runtime (see internal/wait), and tries again: in the same
 // pipeline when the waiter has its lane to itself, else right after. It
 // returns the outcome, or as soon as ctx ends, whichever comes first.
 //
@@ -24,13 +26,13 @@ import (
 // abandonWait): its BLPOP is woken through its lane's wake key, a signal
 // it popped is given back and a lock its try took is released. The next
 // Acquire or Release of the primitive waits for that.
-func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *waitQueue) waitResult {
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) waitResult {
 	in := l.ident.Load()
 	var try []any
 	if !l.ack.on() { // WAIT must follow the try on its connection: see pipeWait
 		try, _ = l.prepared(in, tryWoken, q)
 	}
-	req := newWaitReq(l.keys[1], d, try)
+	req := wait.NewReq(l.keys[1], d, try)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		defer cancel()
@@ -53,10 +55,10 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *waitQueue) wa
 		ch = done
 	case <-ctx.Done():
 	}
-	l.cleanups.add()
-	l.abandons.add()
+	l.cleanups.Add()
+	l.abandons.Add()
 	if q != nil {
-		q.abandons.add()
+		q.Abandons.Add()
 	}
 	go l.abandonWait(context.WithoutCancel(ctx), req, ch, q)
 	return waitResult{err: ctx.Err()}
@@ -74,11 +76,11 @@ type waitResult struct {
 
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
 // wakes the BLPOP still blocked, waits for the outcome and undoes it.
-func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResult, q *waitQueue) {
-	defer l.cleanups.done()
-	defer l.abandons.done()
+func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitResult, q *wait.Queue) {
+	defer l.cleanups.Done()
+	defer l.abandons.Done()
 	if q != nil {
-		defer q.abandons.done()
+		defer q.Abandons.Done()
 	}
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
@@ -86,7 +88,7 @@ func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResu
 	select {
 	case r = <-ch: // answered already: nothing to wake
 	default:
-		req.abandon()
+		req.Abandon()
 		select {
 		case r = <-ch:
 		case <-ctx.Done():
@@ -94,7 +96,7 @@ func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResu
 		}
 	}
 	switch {
-	case r.err == nil && r.res.status == statusAcquired:
+	case r.err == nil && r.res.status == wire.Acquired:
 		// The try took the lock after the caller left: release it,
 		// which also wakes the next waiter.
 		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
@@ -103,10 +105,6 @@ func (l *core) abandonWait(ctx context.Context, req *waitReq, ch <-chan waitResu
 		l.giveBackNow(ctx)
 	}
 }
-
-// wakeExpire bounds how long a wake element outlives the BLPOP it was
-// pushed for, when that BLPOP returned for another reason first.
-const wakeExpire = 5 * time.Second
 
 // pipeWait runs req (see waitAndTry) and the try of in after it. popped
 // reports whether the BLPOP took a wake-up signal: if the caller then ends
@@ -117,15 +115,15 @@ const wakeExpire = 5 * time.Second
 //
 // With replica ack the try is never pipelined: WAIT must follow it on the
 // connection it ran on, the key's master (see core.try).
-func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *waitQueue) waitResult {
-	round, err := waitOn(ctx, l.client, req)
+func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, q *wait.Queue) waitResult {
+	round, err := wait.On(ctx, l.client, req)
 	if err != nil {
 		return waitResult{err: err}
 	}
-	perr := round.err
-	r := waitResult{popped: round.popped, woken: round.woken, slept: round.slept, moving: topology.Is(perr)}
+	perr := round.Err
+	r := waitResult{popped: round.Popped, woken: round.Woken, slept: round.Slept, moving: topology.Is(perr)}
 	r.res, r.err = l.afterRound(ctx, round, in, q)
-	if perr != nil && topology.IsReply(perr) && !r.moving && r.err == nil && r.res.status == statusBusy {
+	if perr != nil && topology.IsReply(perr) && !r.moving && r.err == nil && r.res.status == wire.Busy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
 		r.err = fmt.Errorf("wait on %q: %w", l.keys[1], perr)
@@ -145,8 +143,8 @@ func (l *core) pipeWait(ctx context.Context, req *waitReq, in *identity, q *wait
 // second waiter's signal. Without retries (MaxRetries -1), after a
 // Shutdown, or when its waiter gave up, the error is returned instead, and
 // what may have been taken is given back (see core.fail, abandonWait).
-func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q *waitQueue) (acquireResult, error) {
-	perr := round.err
+func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, q *wait.Queue) (acquireResult, error) {
+	perr := round.Err
 	moving := topology.Is(perr)
 	lost := perr != nil && !moving && !topology.IsReply(perr)
 	var (
@@ -154,13 +152,13 @@ func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q 
 		err error
 	)
 	switch {
-	case lost && (round.gone || maxRetries(l.client) == 0 || errors.Is(perr, redis.ErrClosed)):
+	case lost && (round.Gone || maxRetries(l.client) == 0 || errors.Is(perr, redis.ErrClosed)):
 		return acquireResult{}, perr
 	case lost:
 		res, err = l.tryAs(ctx, tryWoken, q)
-	case round.try != nil:
-		res, err = l.acked(ctx, in.id, round.try, nil)
-	case round.gone:
+	case round.Try != nil:
+		res, err = l.acked(ctx, in.id, round.Try, nil)
+	case round.Gone:
 		return acquireResult{}, nil
 	case moving:
 		res, err = l.tryAs(ctx, tryFirst, q)
@@ -176,12 +174,12 @@ func (l *core) afterRound(ctx context.Context, round waitRound, in *identity, q 
 // or the script cache was empty (a restart, SCRIPT FLUSH), or the slot
 // moves (MOVED, ASK, TRYAGAIN...). It is sent on its own, with EVAL when
 // needed, following redirects; res and err stand otherwise.
-func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *waitQueue) (acquireResult, error) {
+func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *wait.Queue) (acquireResult, error) {
 	if moving && err != nil && !topology.IsReply(err) {
 		topology.RefreshSlots(ctx, l.client) // find the new master
 		res, err = l.try(ctx, true, q)
 	}
-	if isNoScript(err) || topology.Is(err) {
+	if wire.IsNoScript(err) || topology.Is(err) {
 		res, err = l.try(ctx, true, q)
 	}
 	return res, err

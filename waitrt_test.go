@@ -338,17 +338,24 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 	wakes := &wakeCounter{}
 	results := make([]<-chan acquired, n)
 	waiters := make([]*redislock.Lock, n)
-	for i := range results {
+	start := func(i int) {
 		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i), redislock.WithObserver(wakes))
 		results[i] = acquireAsync(ctx, waiters[i])
 	}
-	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.WaitQueues() >= n })
+	// The bad one comes last, once every lane is taken: it shares a lane
+	// (the broken variant fails its lane-mates only when it does).
+	const bad = n - 1
+	for i := range bad {
+		start(i)
+	}
+	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.WaitQueues() >= bad })
 	within(t, 10*time.Second, "the waits blocked in Redis", func() bool { k, _ := waitingConns(t, admin); return k == 8 })
-	const bad = 5
-	if err := admin.Set(ctx, "lock-signal:job-5", "not a list", 0).Err(); err != nil {
+	start(bad)
+	within(t, 10*time.Second, "the last waiter queued", func() bool { return redislock.WaitQueues() >= n })
+	if err := admin.Set(ctx, fmt.Sprint("lock-signal:job-", bad), "not a list", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.LPush(ctx, "lock-signal:job-5:poke", "x").Err(); err != nil { // nothing to do with it
+	if err := admin.LPush(ctx, fmt.Sprint("lock-signal:job-", bad, ":poke"), "x").Err(); err != nil { // nothing to do with it
 		t.Fatal(err)
 	}
 	if r := receive(t, results[bad]); r.err == nil || !strings.Contains(r.err.Error(), "WRONGTYPE") {

@@ -152,6 +152,38 @@ func (p *Proxy) accept() {
 	}
 }
 
+// forward writes one chunk read from a side of pr to dst, after the
+// faults: it waits out a blackhole, sleeps the latency, and reports false
+// when the pipe is to end (the proxy closed, a dropped reply, a failed
+// write).
+func (p *Proxy) forward(dst net.Conn, chunk []byte, fromServer bool, pr *pair) bool {
+	p.mu.Lock()
+	if !fromServer && len(pr.seen) < seenMax {
+		pr.seen = append(pr.seen, chunk[:min(len(chunk), seenMax-len(pr.seen))]...)
+	}
+	if (p.blackhole || pr.holed) && !p.closed {
+		p.held++
+		for (p.blackhole || pr.holed) && !p.closed {
+			p.cond.Wait()
+		}
+		p.held--
+	}
+	latency, closed := p.latency, p.closed
+	drop := fromServer && p.dropNext
+	if drop {
+		p.dropNext = false
+	}
+	p.mu.Unlock()
+	if closed || drop {
+		return false
+	}
+	if latency > 0 {
+		time.Sleep(latency)
+	}
+	_, err := dst.Write(chunk)
+	return err == nil
+}
+
 // pipe copies from src to dst chunk by chunk, applying the faults.
 // fromServer marks the server-to-client direction.
 func (p *Proxy) pipe(dst, src net.Conn, fromServer bool, pr *pair) {
@@ -168,33 +200,8 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool, pr *pair) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			if !fromServer && len(pr.seen) < seenMax {
-				pr.seen = append(pr.seen, buf[:min(n, seenMax-len(pr.seen))]...)
-			}
-			if (p.blackhole || pr.holed) && !p.closed {
-				p.held++
-				for (p.blackhole || pr.holed) && !p.closed {
-					p.cond.Wait()
-				}
-				p.held--
-			}
-			latency, closed := p.latency, p.closed
-			drop := fromServer && p.dropNext
-			if drop {
-				p.dropNext = false
-			}
-			p.mu.Unlock()
-			if closed || drop {
-				return
-			}
-			if latency > 0 {
-				time.Sleep(latency)
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+		if n > 0 && !p.forward(dst, buf[:n], fromServer, pr) {
+			return
 		}
 		if err != nil {
 			return // EOF or a closed connection: close the other side too

@@ -310,3 +310,17 @@ func ClusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis
 	}
 	return clients, dones, nil
 }
+
+// FailedPipeline gives the error of a pipeline that failed as a whole
+// (no connection: a dead node) to those of cmds left without a result,
+// which some go-redis v9 releases leave with neither value nor error.
+func FailedPipeline(err error, cmds ...*redis.Cmd) {
+	if err == nil || IsReply(err) || errors.Is(err, redis.Nil) {
+		return
+	}
+	for _, c := range cmds {
+		if c.Err() == nil && c.Val() == nil {
+			c.SetErr(err)
+		}
+	}
+}

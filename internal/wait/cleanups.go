@@ -1,19 +1,19 @@
-package redislock
+package wait
 
 import (
 	"context"
 	"sync"
 )
 
-// cleanups counts the giveback scripts of a Lock still running, like a
+// Cleanups counts the giveback scripts of a Lock still running, like a
 // sync.WaitGroup whose wait can end with a context.
-type cleanups struct {
+type Cleanups struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0; nil while n is 0
 }
 
-func (c *cleanups) add() {
+func (c *Cleanups) Add() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == 0 {
@@ -22,7 +22,7 @@ func (c *cleanups) add() {
 	c.n++
 }
 
-func (c *cleanups) done() {
+func (c *Cleanups) Done() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n--
@@ -33,7 +33,7 @@ func (c *cleanups) done() {
 }
 
 // wait returns nil once none is running, or ctx's error if ctx ends first.
-func (c *cleanups) wait(ctx context.Context) error {
+func (c *Cleanups) Wait(ctx context.Context) error {
 	c.mu.Lock()
 	idle := c.idle
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package redislock
+package wait
 
 import (
 	"math/big"

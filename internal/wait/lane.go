@@ -1,8 +1,9 @@
-package redislock
+package wait
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -17,13 +18,13 @@ type lane struct {
 	wake string // the suffix of its wake keys
 
 	// Guarded by rt.mu:
-	reqs    []*waitReq // waiting on it, in arrival order
-	tag     string     // on a cluster: the hash tag of its waiters
-	running bool       // its goroutine runs
-	rounds  uint64     // BLPOPs sent: each has a wake key of its own
-	blocked string     // the wake key of its BLPOP in flight; "" when none
-	woken   bool       // a wake-up is being pushed to that BLPOP
-	landed  bool       // and it is in Redis
+	reqs    []*Req // waiting on it, in arrival order
+	tag     string // on a cluster: the hash tag of its waiters
+	running bool   // its goroutine runs
+	rounds  uint64 // BLPOPs sent: each has a wake key of its own
+	blocked string // the wake key of its BLPOP in flight; "" when none
+	woken   bool   // a wake-up is being pushed to that BLPOP
+	landed  bool   // and it is in Redis
 	// unclaimed holds the wake keys of BLPOPs that ended without taking
 	// the wake-up being pushed to them: its pusher deletes it (see push).
 	unclaimed map[string]bool
@@ -61,7 +62,7 @@ func (ln *lane) push(wake string) {
 		return
 	}
 	rt := ln.rt
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
 	defer cancel()
 	pipe := rt.rc.TxPipeline()
 	pipe.LPush(ctx, wake, "1")
@@ -96,7 +97,7 @@ func (ln *lane) run() {
 		}
 		ended, stale := ln.finish(solo, ctl, pop, try, culprits)
 		if stale {
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
 			_ = ln.rt.rc.Del(ctx, ctl).Err()
 			cancel()
 		}
@@ -110,8 +111,8 @@ func (ln *lane) run() {
 // missing): those that made a BLPOP of them all fail with an error reply
 // (WRONGTYPE). Their waiters are told; the others wait on. Nil when it
 // cannot tell: every waiter is told then.
-func (ln *lane) culprits(batch []*waitReq) map[string]bool {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+func (ln *lane) culprits(batch []*Req) map[string]bool {
+	ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
 	defer cancel()
 	pipe := ln.rt.rc.Pipeline()
 	types := make([]*redis.StatusCmd, len(batch))
@@ -133,17 +134,17 @@ func (ln *lane) culprits(batch []*waitReq) map[string]bool {
 	return bad
 }
 
-// An ending is a waitReq's outcome, handed over once the lane is done
+// An ending is a Req's outcome, handed over once the lane is done
 // with its BLPOP.
 type ending struct {
-	req   *waitReq
-	round waitRound
+	req   *Req
+	round Round
 }
 
 // next returns the waiters of the lane's next BLPOP (solo: the one whose
 // try goes behind it, if any), its wake key and its timeout; a nil batch
 // when the lane has no waiter left, and its goroutine is to exit.
-func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Duration) {
+func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 	rt := ln.rt
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -151,9 +152,9 @@ func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Dura
 	for _, r := range ln.reqs {
 		switch {
 		case rt.closed:
-			r.res <- waitRound{err: redis.ErrClosed, gone: r.gone.Load()}
+			r.res <- Round{Err: redis.ErrClosed, Gone: r.gone.Load()}
 		case r.gone.Load():
-			r.res <- waitRound{gone: true}
+			r.res <- Round{Gone: true}
 		default:
 			keep = append(keep, r)
 		}
@@ -170,7 +171,7 @@ func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Dura
 		r.sent = true
 		until = minTime(until, r.until)
 	}
-	batch = append([]*waitReq(nil), ln.reqs...)
+	batch = append([]*Req(nil), ln.reqs...)
 	if len(batch) == 1 && batch[0].try != nil && time.Since(ln.displaced) > displacedFor {
 		solo = batch[0]
 	}
@@ -182,9 +183,9 @@ func (ln *lane) next() (batch []*waitReq, solo *waitReq, ctl string, d time.Dura
 
 // block sends the BLPOP of batch and its wake key ctl for d, with solo's
 // try behind it, and waits for the replies.
-func (ln *lane) block(batch []*waitReq, solo *waitReq, ctl string, d time.Duration) (pop, try *redis.Cmd) {
-	d = max(d, minSlice)
-	ctx, cancel := context.WithTimeout(context.Background(), d+cleanupTimeout)
+func (ln *lane) block(batch []*Req, solo *Req, ctl string, d time.Duration) (pop, try *redis.Cmd) {
+	d = max(d, MinSlice)
+	ctx, cancel := context.WithTimeout(context.Background(), d+pushTimeout)
 	defer cancel()
 	args := make([]any, 0, len(batch)+3)
 	args = append(args, "BLPOP")
@@ -200,7 +201,7 @@ func (ln *lane) block(batch []*waitReq, solo *waitReq, ctl string, d time.Durati
 		cmds = append(cmds, try)
 	}
 	_, err := pipe.Exec(ctx) // each command's own error is read by finish
-	failedPipeline(err, cmds...)
+	topology.FailedPipeline(err, cmds...)
 	return pop, try
 }
 
@@ -211,7 +212,7 @@ func (ln *lane) block(batch []*waitReq, solo *waitReq, ctl string, d time.Durati
 // keys: their waiters only) and keeps the others for the next BLPOP.
 // stale reports that a wake-up it did not take is in Redis, for the lane
 // to delete.
-func (ln *lane) finish(solo *waitReq, ctl string, pop, try *redis.Cmd, culprits map[string]bool) (ended []ending, stale bool) {
+func (ln *lane) finish(solo *Req, ctl string, pop, try *redis.Cmd, culprits map[string]bool) (ended []ending, stale bool) {
 	key := ""
 	if kv, err := pop.StringSlice(); err == nil && len(kv) == 2 {
 		key = kv[0]
@@ -267,14 +268,14 @@ func (ln *lane) wakeDoneLocked(key, ctl string) (stale bool) {
 // roundLocked is what the BLPOP (woken: by its wake key) came to for r,
 // before answers judges it: the BLPOP's error, unless another waiter's key
 // failed it (culprits), and for the solo waiter its try. rt.mu is held.
-func (ln *lane) roundLocked(r, solo *waitReq, woken bool, perr error, try *redis.Cmd, culprits map[string]bool) waitRound {
-	out := waitRound{gone: r.gone.Load(), err: perr}
+func (ln *lane) roundLocked(r, solo *Req, woken bool, perr error, try *redis.Cmd, culprits map[string]bool) Round {
+	out := Round{Gone: r.gone.Load(), Err: perr}
 	if culprits != nil && !culprits[r.signal] {
-		out.err = nil // another waiter's key failed the BLPOP
+		out.Err = nil // another waiter's key failed the BLPOP
 	}
 	if r == solo {
-		out.try, out.woken = try, woken
-		if out.woken && len(ln.reqs) > 1 && !out.gone { // woken for a newcomer
+		out.Try, out.Woken = try, woken
+		if out.Woken && len(ln.reqs) > 1 && !out.Gone { // woken for a newcomer
 			ln.displaced = time.Now()
 		}
 	}
@@ -283,22 +284,30 @@ func (ln *lane) roundLocked(r, solo *waitReq, woken bool, perr error, try *redis
 
 // answers fills in what a BLPOP that popped from key (""; none), or timed
 // out (slept), by late, says of r, and reports whether that ends r's
-// round: an error (out.err) ends every round; a pop ends its waiter's, a
+// round: an error (out.Err) ends every round; a pop ends its waiter's, a
 // timeout those whose time ran out; the solo waiter's ends with its try,
 // and one that gave up ends at once. The others wait on.
-func (out *waitRound) answers(r *waitReq, key string, slept bool, late time.Time) bool {
+func (out *Round) answers(r *Req, key string, slept bool, late time.Time) bool {
 	switch {
-	case out.err != nil:
-		out.woken = false
+	case out.Err != nil:
+		out.Woken = false
 	case key == r.signal:
-		out.popped, out.woken = true, false
-	case out.try != nil:
-		out.slept = slept
-	case out.gone:
+		out.Popped, out.Woken = true, false
+	case out.Try != nil:
+		out.Slept = slept
+	case out.Gone:
 	case slept && !r.until.After(late):
-		out.slept = true
+		out.Slept = true
 	default:
 		return false
 	}
 	return true
+}
+
+// formatSeconds renders d as the float seconds BLPOP takes, rounded up to
+// the millisecond and never below MinSlice (go-redis's BLPop helper would
+// round it up to whole seconds).
+func formatSeconds(d time.Duration) string {
+	ms := int64(max(d, MinSlice)+time.Millisecond-1) / int64(time.Millisecond)
+	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
 }

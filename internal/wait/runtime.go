@@ -1,10 +1,9 @@
-package redislock
+package wait
 
 import (
 	"context"
 	"errors"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,37 +11,24 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/go-redis-lock/redislock/internal/watch"
 )
 
-// Waiting on connections of the library's own.
-//
-// A BLPOP holds its connection for a whole slice. Sent through the user's
-// client it would hold a connection of the user's pool, and that client's
-// other commands (a holder's renewals and releases) would queue behind it.
-// So waits run on a wait runtime: per user client and node, a go-redis
-// client of the library's own, made from the options of the user's client
-// (address, dialer, TLS, credentials, database, protocol, OnConnect; not
-// its hooks, which go-redis keeps per client), whose connections only ever
-// carry waits and the wake-ups of waits.
-//
-// A lane is one connection's loop: it sends one BLPOP on the signal lists
-// of every waiter assigned to it and on a wake key of its own. A waiter
-// alone on its lane has its next try pipelined behind the BLPOP, so a
-// hand-off takes one round trip; a waiter that shares a lane tries after
-// its BLPOP returns, one round trip more. A new waiter takes an idle lane,
-// else a new one up to maxLanes, else shares the lane with the fewest
-// waiters; a lane blocked in BLPOP is woken through its wake key to take a
-// new waiter in, or to let one that gave up out. On a cluster, keys of two
-// slots cannot share a BLPOP (CROSSSLOT): there a lane only takes waiters
-// of one hash tag, and lanes are not capped (one per name with waiters at
-// most, on the node that serves it).
-//
-// A runtime closes its connections runtimeIdle after its last wait ended;
-// Shutdown closes every runtime at once.
+// wakeExpire bounds how long a wake element outlives the BLPOP it was
+// pushed for, when that BLPOP returned for another reason first.
+const wakeExpire = 5 * time.Second
+
+// pushTimeout bounds a wake-up's push, and the deletion of one no BLPOP
+// took.
+const pushTimeout = 2 * time.Second
 
 const (
+	// MinSlice is the shortest BLPOP sent. Never 0, which Redis reads as
+	// "block forever" and for which go-redis sets no read deadline; and not
+	// 1 ms either: Redis before 7.0.8 truncated float timeouts to whole
+	// milliseconds after a long-double multiply, which turns "0.001" into
+	// 0 (redis#11687), and a waiter would block forever. "0.002" cannot
+	// truncate below 1 ms.
+	MinSlice = 2 * time.Millisecond
 	// maxLanes is how many connections a runtime of a single node (or a
 	// Sentinel-managed master) waits on at most: more waiters share them.
 	maxLanes = 8
@@ -70,7 +56,7 @@ type runtimeKey struct {
 }
 
 // errRuntimeClosed is what enqueue says of a runtime that was closed
-// (idle, or Shutdown) after the waiter found it: take a new one.
+// (idle, or Close) after the waiter found it: take a new one.
 var errRuntimeClosed = errors.New("redislock: wait runtime closed")
 
 // A waitRuntime runs the waits of one user client on one node.
@@ -82,14 +68,14 @@ type waitRuntime struct {
 	cluster bool                  // lanes share by hash tag and are not capped
 	lanes   sync.WaitGroup        // lane goroutines running
 
-	// mu guards the fields below and those of every lane and waitReq of
+	// mu guards the fields below and those of every lane and Req of
 	// the runtime that say so. It is never held while sending.
 	mu      sync.Mutex
 	all     []*lane
 	running int // lanes whose goroutine runs
 	closed  bool
 	idle    *time.Timer  // winds the runtime down after runtimeIdle
-	hooks   []redis.Hook // added to own (tests' seam, see AddWaitHook)
+	hooks   []redis.Hook // added to own (tests' seam, see AddHook)
 }
 
 // runtimeFor returns the wait runtime of client for key: on a cluster,
@@ -151,13 +137,13 @@ func ownPool(opt *redis.Options, cluster bool) {
 	}
 }
 
-// A waitReq is one waiter's round: a BLPOP on signal until until, with try
+// A Req is one waiter's round: a BLPOP on signal until until, with try
 // pipelined behind it when the waiter is alone on its lane.
-type waitReq struct {
+type Req struct {
 	signal string
 	until  time.Time
-	try    []any          // nil: never pipelined (replica ack)
-	res    chan waitRound // its outcome; one slot
+	try    []any      // nil: never pipelined (replica ack)
+	res    chan Round // its outcome; one slot
 
 	// rt is where it waits (nil before enqueue), gone whether its waiter
 	// gave up (see abandon). enqueue sets rt before it reads gone, and
@@ -170,29 +156,29 @@ type waitReq struct {
 	sent bool // in the BLPOP in flight
 }
 
-// waitRound is the outcome of a waitReq.
-type waitRound struct {
-	popped bool       // the BLPOP took a signal from req.signal
-	woken  bool       // it was woken through its lane's wake key
-	slept  bool       // it ran out its time (a nil reply)
-	gone   bool       // the waiter gave up before it ended
-	try    *redis.Cmd // the pipelined try; nil when none was sent
-	err    error      // the BLPOP's error, other than a nil reply
+// Round is the outcome of a Req.
+type Round struct {
+	Popped bool       // the BLPOP took a signal from the Req's signal key
+	Woken  bool       // it was woken through its lane's wake key
+	Slept  bool       // it ran out its time (a nil reply)
+	Gone   bool       // the waiter gave up before it ended
+	Try    *redis.Cmd // the pipelined try; nil when none was sent
+	Err    error      // the BLPOP's error, other than a nil reply
 }
 
-// newWaitReq returns a round of waiting on signal for d.
-func newWaitReq(signal string, d time.Duration, try []any) *waitReq {
-	return &waitReq{signal: signal, until: time.Now().Add(max(d, minSlice)), try: try, res: make(chan waitRound, 1)}
+// NewReq returns a round of waiting on signal for d.
+func NewReq(signal string, d time.Duration, try []any) *Req {
+	return &Req{signal: signal, until: time.Now().Add(max(d, MinSlice)), try: try, res: make(chan Round, 1)}
 }
 
-// waitOn runs req on the runtime of client for key and returns its outcome.
+// On runs req on the runtime of client for key and returns its outcome.
 // It returns early only when the runtime cannot be had (a cluster whose
 // slot map cannot be loaded).
-func waitOn(ctx context.Context, client redis.UniversalClient, req *waitReq) (waitRound, error) {
+func On(ctx context.Context, client redis.UniversalClient, req *Req) (Round, error) {
 	for {
 		rt, err := runtimeFor(ctx, client, req.signal)
 		if err != nil {
-			return waitRound{}, err
+			return Round{}, err
 		}
 		if err := rt.enqueue(req); errors.Is(err, errRuntimeClosed) {
 			continue
@@ -203,7 +189,7 @@ func waitOn(ctx context.Context, client redis.UniversalClient, req *waitReq) (wa
 
 // enqueue assigns req to a lane, starting the lane's goroutine or waking
 // its BLPOP so that it takes req in.
-func (rt *waitRuntime) enqueue(req *waitReq) error {
+func (rt *waitRuntime) enqueue(req *Req) error {
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
@@ -212,7 +198,7 @@ func (rt *waitRuntime) enqueue(req *waitReq) error {
 	req.rt.Store(rt)
 	if req.gone.Load() { // given up before it found its lane
 		rt.mu.Unlock()
-		req.res <- waitRound{gone: true}
+		req.res <- Round{Gone: true}
 		return nil
 	}
 	ln := rt.pickLocked(req)
@@ -243,7 +229,7 @@ func (rt *waitRuntime) enqueue(req *waitReq) error {
 // interrupted only when no lane is shared yet (that try runs when its
 // BLPOP is woken: see lane.displaced). On a cluster, a lane only takes
 // waiters of one hash tag, and lanes are not capped.
-func (rt *waitRuntime) pickLocked(req *waitReq) *lane {
+func (rt *waitRuntime) pickLocked(req *Req) *lane {
 	tag := hashTag(req.signal)
 	idle, shared, solo := rt.scanLocked(tag)
 	switch {
@@ -283,10 +269,10 @@ func (rt *waitRuntime) scanLocked(tag string) (idle, shared, solo *lane) {
 	return nil, shared, solo
 }
 
-// abandon tells req's lane that its waiter gave up: a BLPOP that waits
+// Abandon tells req's lane that its waiter gave up: a BLPOP that waits
 // for it is woken, and req ends with what that BLPOP came to (a signal it
 // popped must be given back); a req not sent yet ends at once.
-func (req *waitReq) abandon() {
+func (req *Req) Abandon() {
 	req.gone.Store(true)
 	rt := req.rt.Load()
 	if rt == nil {
@@ -350,38 +336,16 @@ func (rt *waitRuntime) shut() {
 	rt.lanes.Wait()
 }
 
-// Shutdown stops the connections and goroutines this package runs beside
-// the given clients (all clients when none is given), and waits for them:
-// the wait runtimes (the connections that blocking acquires wait on) and
-// the key trackers (see WithTracking). An Acquire waiting in Redis at that
-// moment returns an error matching redis.ErrClosed; holds that were
-// watched are no longer watched (renewal and the local deadline still end
-// them in time). Anything used later starts them again.
-//
-// They also stop by themselves: a client's wait connections are closed 30
-// seconds after its last wait ended, and its trackers 30 seconds after
-// their last hold ended. Call Shutdown when a process is about to exit
-// with holds or waits still live, or in a test before looking for leaked
-// goroutines (go.uber.org/goleak); redislocktest's clients call it for
-// themselves when their test ends.
-func Shutdown(clients ...redis.UniversalClient) {
-	ours := func(c redis.UniversalClient) bool {
-		return len(clients) == 0 || slices.ContainsFunc(clients, func(x redis.UniversalClient) bool { return sameClient(x, c) })
-	}
+// Close closes the runtimes of the clients ours accepts. A wait in Redis
+// at that moment ends with an error matching redis.ErrClosed; a wait
+// started later makes a new runtime.
+func Close(ours func(redis.UniversalClient) bool) {
 	runtimes.Range(func(k, v any) bool {
 		if ours(k.(runtimeKey).client) {
 			v.(*waitRuntime).close()
 		}
 		return true
 	})
-	watch.Close(ours)
-}
-
-// sameClient reports whether a and b are the same client, without
-// comparing values whose type is not comparable.
-func sameClient(a, b redis.UniversalClient) bool {
-	ta := reflect.TypeOf(a)
-	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // hashTag returns the hash tag of key (what Redis Cluster hashes: between

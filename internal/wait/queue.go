@@ -1,4 +1,4 @@
-package redislock
+package wait
 
 import (
 	"reflect"
@@ -9,69 +9,58 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Local wait queues.
-//
-// A BLPOP holds a pooled connection for its whole slice, so goroutines of
-// one process that wait for one lock through one client would each hold a
-// connection, and a busy lock could drain the pool. Instead they queue
-// here: the head of the queue of a (client, lock key) waits in Redis, the
-// others wait on a channel, and when the head leaves (it acquired, or its
-// context ended) the next one becomes head. Between processes, Redis
-// serves the heads' BLPOPs in arrival order.
-//
-// The registry is the package's one piece of process-wide state, like a
-// connection pool: it holds a queue only while someone waits in it.
-var waitQueues sync.Map // queueKey -> *waitQueue
+// waitQueues holds a queue per (client, lock key) while someone waits in it.
+var waitQueues sync.Map // queueKey -> *Queue
 
 type queueKey struct {
 	client redis.UniversalClient
 	key    string
 }
 
-// waitQueue is the FIFO of the local waiters of one (client, lock key).
-type waitQueue struct {
+// Queue is the FIFO of the local waiters of one (client, lock key).
+type Queue struct {
 	qk queueKey
 
 	// mu guards the fields below.
 	mu       sync.Mutex
-	waiters  []*ticket // waiters[0] is the head
+	waiters  []*Ticket // waiters[0] is the head
 	dead     bool      // removed from the registry; join a new one
 	expires  time.Time // when the holder's key expires, as last seen; zero: unknown
 	acquired bool      // the last head to leave had acquired
-	token    string    // see queueToken; "" until asked for
+	token    string    // see Token; "" until asked for
 
 	// abandons counts the waits of this queue's waiters that were
 	// abandoned and are still being finished (see core.abandonWait).
-	abandons cleanups
+	Abandons Cleanups
 }
 
-// A ticket is one waiter's place in a queue.
-type ticket struct {
-	q    *waitQueue
+// A Ticket is one waiter's place in a queue.
+type Ticket struct {
+	q    *Queue
 	turn chan struct{} // closed when the waiter becomes head
 }
 
-// joinQueue puts a waiter at the end of the queue of (client, key); the
-// ticket's turn channel is closed at once if it is the only one. A client
+// Join puts a waiter at the end of the queue of (client, key); the
+// Ticket's turn channel is closed at once if it is the only one. A client
 // whose type cannot be a map key gets a queue of its own for each waiter.
-func joinQueue(client redis.UniversalClient, key string) *ticket {
+func Join(client redis.UniversalClient, key string) *Ticket {
 	qk := queueKey{client: client, key: key}
 	if !reflect.TypeOf(client).Comparable() {
-		q := &waitQueue{qk: qk, dead: true}
-		t := &ticket{q: q, turn: make(chan struct{})}
-		q.waiters = []*ticket{t}
+		q := &Queue{qk: qk, dead: true}
+		t := &Ticket{q: q, turn: make(chan struct{})}
+		q.waiters = []*Ticket{t}
 		close(t.turn)
 		return t
 	}
 	for {
-		v, _ := waitQueues.LoadOrStore(qk, &waitQueue{qk: qk})
-		q := v.(*waitQueue)
+		v, _ := waitQueues.LoadOrStore(qk, &Queue{qk: qk})
+		q := v.(*Queue)
 		q.mu.Lock()
 		if q.dead {
 			q.mu.Unlock()
 			continue
 		}
-		t := &ticket{q: q, turn: make(chan struct{})}
+		t := &Ticket{q: q, turn: make(chan struct{})}
 		q.waiters = append(q.waiters, t)
 		if len(q.waiters) == 1 {
 			close(t.turn)
@@ -81,11 +70,11 @@ func joinQueue(client redis.UniversalClient, key string) *ticket {
 	}
 }
 
-// leave takes t out of its queue. If t was the head, the next waiter
+// Leave takes t out of its queue. If t was the head, the next waiter
 // becomes head; expires is what t last learned of the holder's expiry, and
 // acquired whether it acquired, for it. An empty queue leaves the registry;
-// leave reports whether t was the last in it.
-func (t *ticket) leave(expires time.Time, acquired bool) (emptied bool) {
+// Leave reports whether t was the last in it.
+func (t *Ticket) Leave(expires time.Time, acquired bool) (emptied bool) {
 	q := t.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -109,17 +98,17 @@ func (t *ticket) leave(expires time.Time, acquired bool) (emptied bool) {
 	return len(q.waiters) == 0
 }
 
-// afterAcquire reports whether the head that left before t became head
+// AfterAcquire reports whether the head that left before t became head
 // had acquired.
-func (t *ticket) afterAcquire() bool {
+func (t *Ticket) AfterAcquire() bool {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	return t.q.acquired
 }
 
-// pttlHint returns what the previous head knew of the holder's remaining
+// PTTLHint returns what the previous head knew of the holder's remaining
 // TTL in milliseconds, 0 when it knew nothing.
-func (t *ticket) pttlHint() int64 {
+func (t *Ticket) PTTLHint() int64 {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	if t.q.expires.IsZero() {
@@ -128,11 +117,11 @@ func (t *ticket) pttlHint() int64 {
 	return max(time.Until(t.q.expires).Milliseconds(), 1)
 }
 
-// queueToken returns a token that stands, in Redis, for the waiters of
+// Token returns a token that stands, in Redis, for the waiters of
 // this queue (see protocol.queueRegisters): made when first asked for, it
 // lives and dies with the queue, so that a registration taken back for an
 // old queue never removes a newer one's.
-func (q *waitQueue) queueToken() string {
+func (q *Queue) Token() string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.token == "" {
@@ -141,18 +130,21 @@ func (q *waitQueue) queueToken() string {
 	return q.token
 }
 
-// tokenSent reports whether q's token was made, and so may have been sent
+// TokenSent reports whether q's token was made, and so may have been sent
 // in a try that registered it.
-func (q *waitQueue) tokenSent() bool {
+func (q *Queue) TokenSent() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.token != ""
 }
 
-// queue returns t's queue; nil for a nil t.
-func (t *ticket) queue() *waitQueue {
+// Queue returns t's queue; nil for a nil t.
+func (t *Ticket) Queue() *Queue {
 	if t == nil {
 		return nil
 	}
 	return t.q
 }
+
+// Turn is closed when t becomes the head of its queue.
+func (t *Ticket) Turn() <-chan struct{} { return t.turn }

@@ -1,13 +1,8 @@
-package redislock
+package wire
 
 import "strings"
 
-// DefaultKeyPrefix is the prefix of lock keys unless WithKeyPrefix says
-// otherwise. It is python-redis-lock's: the lock named "reports" lives in the
-// key "lock:reports" and its waiters wait on the list "lock-signal:reports".
-const DefaultKeyPrefix = "lock:"
-
-// keyScheme maps lock names to Redis keys.
+// A Scheme maps lock names to Redis keys.
 //
 // The lock key is prefix+name, exactly. The signal key's prefix is derived
 // from the lock prefix by dropping one trailing ':' and appending
@@ -30,7 +25,7 @@ const DefaultKeyPrefix = "lock:"
 // RWMutex's likewise, with "-rw:" (the writer key), "-rw-wsignal:",
 // "-rw-readers:", "-rw-writers:", "-rw-rsignal:", "-rw-waiting:",
 // "-rw-admitted:" and "-rw-fence:".
-type keyScheme struct {
+type Scheme struct {
 	lockPrefix   string
 	signalPrefix string
 	fencePrefix  string
@@ -39,9 +34,10 @@ type keyScheme struct {
 	tagged       bool
 }
 
-func newKeyScheme(prefix string, tagged bool) keyScheme {
+// NewScheme returns the scheme of prefix, hash-tagged or not.
+func NewScheme(prefix string, tagged bool) Scheme {
 	base := strings.TrimSuffix(prefix, ":")
-	return keyScheme{
+	return Scheme{
 		lockPrefix:   prefix,
 		signalPrefix: base + "-signal:",
 		fencePrefix:  base + "-fence:",
@@ -52,18 +48,18 @@ func newKeyScheme(prefix string, tagged bool) keyScheme {
 	}
 }
 
-// semKeys returns a Semaphore's keys {holders, signal, size} and its fence
+// SemKeys returns a Semaphore's keys {holders, signal, size} and its fence
 // key, all tagged with the name.
-func (s keyScheme) semKeys(name string) (keys []string, fence string) {
+func (s Scheme) SemKeys(name string) (keys []string, fence string) {
 	tag := "{" + name + "}"
 	return []string{s.semPrefixes[0] + tag, s.semPrefixes[1] + tag, s.semPrefixes[2] + tag}, s.semPrefixes[3] + tag
 }
 
-// rwKeys returns an RWMutex's keys, all tagged with the name: the writer
+// RWKeys returns an RWMutex's keys, all tagged with the name: the writer
 // key, the writers' signal list, the readers, the waiting writers, the
 // readers' signal list, the waiting readers and the admitted readers (see
 // lua/rw_lib.lua), and its fence key.
-func (s keyScheme) rwKeys(name string) (keys []string, fence string) {
+func (s Scheme) RWKeys(name string) (keys []string, fence string) {
 	tag := "{" + name + "}"
 	keys = make([]string, len(s.rwPrefixes)-1)
 	for i, p := range s.rwPrefixes[:len(keys)] {
@@ -72,9 +68,9 @@ func (s keyScheme) rwKeys(name string) (keys []string, fence string) {
 	return keys, s.rwPrefixes[len(keys)] + tag
 }
 
-// rwNameOf returns the RWMutex name of a writer key, and false when key is
+// RWNameOf returns the RWMutex name of a writer key, and false when key is
 // not one.
-func (s keyScheme) rwNameOf(key string) (string, bool) {
+func (s Scheme) RWNameOf(key string) (string, bool) {
 	name, ok := strings.CutPrefix(key, s.rwPrefixes[0])
 	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
 		return "", false
@@ -82,8 +78,8 @@ func (s keyScheme) rwNameOf(key string) (string, bool) {
 	return name[1 : len(name)-1], true
 }
 
-// rwReaderNameOf returns the RWMutex name of a readers key.
-func (s keyScheme) rwReaderNameOf(key string) (string, bool) {
+// RWReaderNameOf returns the RWMutex name of a readers key.
+func (s Scheme) RWReaderNameOf(key string) (string, bool) {
 	name, ok := strings.CutPrefix(key, s.rwPrefixes[2])
 	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
 		return "", false
@@ -91,9 +87,9 @@ func (s keyScheme) rwReaderNameOf(key string) (string, bool) {
 	return name[1 : len(name)-1], true
 }
 
-// semNameOf returns the semaphore name of a holders key, and false when
+// SemNameOf returns the semaphore name of a holders key, and false when
 // key is not one.
-func (s keyScheme) semNameOf(key string) (string, bool) {
+func (s Scheme) SemNameOf(key string) (string, bool) {
 	name, ok := strings.CutPrefix(key, s.semPrefixes[0])
 	if !ok || len(name) < 2 || name[0] != '{' || name[len(name)-1] != '}' {
 		return "", false
@@ -101,36 +97,35 @@ func (s keyScheme) semNameOf(key string) (string, bool) {
 	return name[1 : len(name)-1], true
 }
 
-// checkName reports whether name gives keys of one slot: in the tagged
+// TagSafe reports whether name gives keys of one slot: in the tagged
 // scheme a '}' in the name would end the tag early, and a brace in the
 // prefix would make the tag come from it.
-func (s keyScheme) checkName(name string) error {
-	if s.tagged && (strings.ContainsRune(name, '}') || strings.ContainsAny(s.lockPrefix, "{}")) {
-		return ErrInvalidHashTag
-	}
-	return nil
+func (s Scheme) TagSafe(name string) bool {
+	return !s.tagged || !(strings.ContainsRune(name, '}') || strings.ContainsAny(s.lockPrefix, "{}"))
 }
 
-func (s keyScheme) tag(name string) string {
+// Tag returns name as it appears in keys: in braces when tagged.
+func (s Scheme) Tag(name string) string {
 	if s.tagged {
 		return "{" + name + "}"
 	}
 	return name
 }
 
-func (s keyScheme) lockKey(name string) string   { return s.lockPrefix + s.tag(name) }
-func (s keyScheme) signalKey(name string) string { return s.signalPrefix + s.tag(name) }
-func (s keyScheme) fenceKey(name string) string  { return s.fencePrefix + s.tag(name) }
+// LockKey, SignalKey and FenceKey return the keys of the lock name.
+func (s Scheme) LockKey(name string) string   { return s.lockPrefix + s.Tag(name) }
+func (s Scheme) SignalKey(name string) string { return s.signalPrefix + s.Tag(name) }
+func (s Scheme) FenceKey(name string) string  { return s.fencePrefix + s.Tag(name) }
 
-// turnKey is the key a release sets for a moment so that the waiter it
+// TurnKey is the key a release sets for a moment so that the waiter it
 // woke gets its turn (see lua/release.lua): the signal key with a suffix,
 // so that an ACL allowing the signal keys allows it, in the same slot.
-func (s keyScheme) turnKey(name string) string { return s.signalKey(name) + ":turn" }
+func (s Scheme) TurnKey(name string) string { return s.SignalKey(name) + ":turn" }
 
-// nameOf returns the lock name of a lock key, and false when key is not a
+// NameOf returns the lock name of a lock key, and false when key is not a
 // lock key of this scheme (a signal or fence key, when their prefix itself
 // starts with the lock prefix, or an unrelated key).
-func (s keyScheme) nameOf(key string) (string, bool) {
+func (s Scheme) NameOf(key string) (string, bool) {
 	if !strings.HasPrefix(key, s.lockPrefix) {
 		return "", false
 	}
@@ -150,17 +145,24 @@ func (s keyScheme) nameOf(key string) (string, bool) {
 	return name, true
 }
 
-// scanPattern is the SCAN MATCH pattern for the lock keys of the scheme
+// ScanPattern is the SCAN MATCH pattern for the lock keys of the scheme
 // whose name matches the glob namePattern: the prefix with glob
 // metacharacters escaped, then the name pattern (in braces when tagged).
-func (s keyScheme) scanPattern(namePattern string) string {
-	return escapeGlob(s.lockPrefix) + s.tag(namePattern)
+func (s Scheme) ScanPattern(namePattern string) string {
+	return escapeGlob(s.lockPrefix) + s.Tag(namePattern)
 }
 
-// semScanPattern is the SCAN MATCH pattern for the holders keys of the
+// SemScanPattern is the SCAN MATCH pattern for the holders keys of the
 // semaphores whose name matches the glob namePattern.
-func (s keyScheme) semScanPattern(namePattern string) string {
+func (s Scheme) SemScanPattern(namePattern string) string {
 	return escapeGlob(s.semPrefixes[0]) + "{" + namePattern + "}"
+}
+
+// RWScanPatterns are the SCAN MATCH patterns for the writer keys and the
+// readers keys of the RWMutexes whose name matches the glob namePattern.
+func (s Scheme) RWScanPatterns(namePattern string) (writers, readers string) {
+	tag := "{" + namePattern + "}"
+	return escapeGlob(s.rwPrefixes[0]) + tag, escapeGlob(s.rwPrefixes[2]) + tag
 }
 
 // escapeGlob escapes the glob metacharacters of prefix.
