@@ -22,7 +22,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireRe
 		return time.Time{}, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
 	a := &attempt{l: l, blocking: blocking}
-	if blocking && l.proto.queueRegisters {
+	if blocking && l.reg.joinsFirst() {
 		a.t = wait.Join(l.client, l.keys[0]) // first: the try registers the queue's token
 	}
 	a.try(ctx)
@@ -56,7 +56,7 @@ type attempt struct {
 	res        acquireResult // its result
 	terr       error         // its error
 	popped     bool          // the last BLPOP took a wake-up signal
-	registered bool          // a busy try registered us as waiting (protocol.leave)
+	registered bool          // a busy try registered us as waiting (see registration)
 	pause      time.Duration // between waits while the slot migrates
 }
 
@@ -107,7 +107,7 @@ func (a *attempt) noteWaiting(ctx context.Context) {
 		return
 	}
 	var holder string
-	if l.proto.readsKey {
+	if l.proto.readsOwner() {
 		holder, _ = l.client.Get(ctx, l.keys[0]).Result()
 	}
 	l.ev.waiting(ctx, l.info(l.ownerID()), holder, time.Duration(a.res.pttl)*time.Millisecond)
@@ -129,7 +129,7 @@ func (a *attempt) takeTurn(ctx context.Context) bool {
 	if hint := a.t.PTTLHint(); hint > 0 {
 		a.res.pttl = hint
 	}
-	if a.l.proto.shared && a.t.AfterAcquire() && ctx.Err() == nil {
+	if a.l.proto.shared() && a.t.AfterAcquire() && ctx.Err() == nil {
 		a.try(ctx)
 		return true
 	}
@@ -175,7 +175,7 @@ func (a *attempt) wait(ctx context.Context) error {
 
 // leave takes the attempt out of the local queue, telling the next waiter
 // what it learnt of the holder, and takes back its registration in Redis
-// where the primitive has one (see protocol.registers).
+// where the primitive has one (see registration).
 func (a *attempt) leave() {
 	l := a.l
 	acquired := a.terr == nil && a.res.status == wire.Acquired
@@ -183,21 +183,7 @@ func (a *attempt) leave() {
 	if a.t != nil {
 		emptied = a.t.Leave(l.expiresHint(a.res, a.terr, a.sent), acquired)
 	}
-	switch {
-	case l.proto.leave == nil:
-	case l.proto.queueRegisters:
-		// The queue's registration, and the admission it may have been
-		// given, once nobody waits in it: whoever leaves last, even one
-		// that came in at its first try and registered nothing itself.
-		if emptied && a.t.Queue().TokenSent() {
-			l.leave(a.t.Queue())
-		}
-	case a.registered && !acquired:
-		// Stop waiting in Redis, where others wait behind us. (A try
-		// whose reply did not come may have registered us too: the
-		// giveback that follows it takes that back.)
-		l.leave(nil)
-	}
+	l.reg.end(l, a, emptied, acquired)
 }
 
 // acquireResult is an acquire script's reply.

@@ -74,7 +74,7 @@ func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
 // info returns the LockRef of l under id.
 func (l *core) info(id string) LockRef {
-	return LockRef{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref}
+	return LockRef{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref()}
 }
 
 // hold's own copy (a hold does not point back to its Lock).

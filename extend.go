@@ -93,7 +93,7 @@ func (l *core) sendExtend(ctx context.Context, h *hold, d time.Duration) (n int6
 	if h != nil {
 		h.expectBegin()
 	}
-	cmd, ackErr := l.ack.run(ctx, l.client, l.proto.extend, l.extendKeys, id, strconv.FormatInt(d.Milliseconds(), 10))
+	cmd, ackErr := l.ack.run(ctx, l.client, l.scripts.extend, l.extendKeys, id, strconv.FormatInt(d.Milliseconds(), 10))
 	n, err = cmd.Int64()
 	topology.NoteConnError(ctx, l.client, err)
 	if h != nil {

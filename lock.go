@@ -42,7 +42,9 @@ type Lock struct {
 // with its keys and its scripts (protocol), and adds its API; nothing here
 // calls up into a primitive.
 type core struct {
-	proto        *protocol // the primitive's scripts and what it supports
+	proto        protocol     // the primitive: its names, scripts and waiters' registration
+	scripts      scripts      // proto's
+	reg          registration // proto's
 	client       redis.UniversalClient
 	name         string
 	keys         []string // {lock key, signal key, turn key}: KEYS of release, reset and giveback
@@ -131,7 +133,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		fence = ks.FenceKey(name)
 	}
 	l := &Lock{}
-	l.core.init(client, name, &lockProtocol, c, rt, keys, fence, nil)
+	l.core.init(client, name, lockProtocol{}, c, rt, keys, fence, nil)
 	return l, nil
 }
 
@@ -141,23 +143,23 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 // signal list, and a third key of its own (the Lock's turn key); fence is
 // the fence key, "" without fencing; extraArgs follow the four ARGV of
 // every try.
-func (l *core) init(client redis.UniversalClient, name string, proto *protocol, c config, rt time.Duration, keys []string, fence string, extraArgs []any) {
-	acquireKeys, soloKeys := slices.Clone(keys), keys[:1:1]
-	if proto.solo != nil {
-		soloKeys = proto.solo(keys)
-	}
+func (l *core) init(client redis.UniversalClient, name string, proto protocol, c config, rt time.Duration, keys []string, fence string, extraArgs []any) {
+	acquireKeys := slices.Clone(keys)
+	soloKeys, extendKeys := proto.layout(keys)
 	if fence != "" {
 		acquireKeys = append(acquireKeys, fence)
 		soloKeys = append(soloKeys, fence)
 	}
 	*l = core{
 		proto:          proto,
+		scripts:        proto.scripts(),
+		reg:            proto.registration(),
 		client:         client,
 		name:           name,
 		keys:           keys,
 		acquireKeys:    acquireKeys,
 		soloKeys:       soloKeys,
-		extendKeys:     proto.extendKeys(keys),
+		extendKeys:     extendKeys,
 		acquireExtra:   extraArgs,
 		autoID:         !c.idGiven,
 		expire:         c.expire.Truncate(time.Millisecond), // what Redis counts
@@ -165,7 +167,7 @@ func (l *core) init(client redis.UniversalClient, name string, proto *protocol, 
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		turnMS:         turnFor(c.signalExpire),
 		autoRenewal:    c.autoRenewal,
-		tracking:       !c.noTracking && proto.readsKey,
+		tracking:       !c.noTracking && proto.readsOwner(),
 		margin:         c.margin,
 		maxHold:        c.maxHold,
 		ack:            c.ack,
@@ -175,7 +177,7 @@ func (l *core) init(client redis.UniversalClient, name string, proto *protocol, 
 		ev:             newEvents(c.observers, c.logger),
 	}
 	if len(keys) == 3 { // the Lock's and the Semaphore's
-		l.releaseCmd = []any{"evalsha", proto.release.Hash(), "3", keys[0], keys[1], keys[2], nil, l.signalExpireMS, l.turnMS}
+		l.releaseCmd = []any{"evalsha", l.scripts.release.Hash(), "3", keys[0], keys[1], keys[2], nil, l.signalExpireMS, l.turnMS}
 	}
 	close(l.neverHeld)
 	l.ident.Store(l.newIdentity(c.id))
@@ -226,11 +228,11 @@ func (l *core) newIdentity(id string) *identity {
 		wokenArgs:   append([]any{id, l.expireMS, own, "2"}, l.acquireExtra...),
 		soloArgs:    append([]any{id, l.expireMS, own, "0"}, l.acquireExtra...),
 	}
-	s := l.proto.acquire
+	s := l.scripts.acquire
 	in.acquireCmd = wire.EvalShaCmd(s, l.acquireKeys, in.acquireArgs)
 	in.wokenCmd = wire.EvalShaCmd(s, l.acquireKeys, in.wokenArgs)
 	in.soloCmd = wire.EvalShaCmd(s, l.soloKeys, in.soloArgs)
-	if l.proto.registers {
+	if l.reg.only() {
 		in.onlyArgs = append([]any{id, l.expireMS, own, "3"}, l.acquireExtra...)
 		in.onlyCmd = wire.EvalShaCmd(s, l.acquireKeys, in.onlyArgs)
 	}
@@ -362,7 +364,7 @@ func (l *core) take(ctx context.Context, blocking bool) (*hold, error) {
 // another's, changes nothing: the hold is then lost at its deadline, or
 // by its renewal or watch, as it would have been.
 func (l *core) freshen(ctx context.Context, sent time.Time, id string) time.Time {
-	if l.expire == 0 || time.Since(sent) < l.expire/2 || !l.proto.readsKey {
+	if l.expire == 0 || time.Since(sent) < l.expire/2 || !l.proto.readsOwner() {
 		return sent
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.expire)
@@ -447,5 +449,5 @@ func (l *Lock) OwnerID(ctx context.Context) (string, error) {
 
 // wrap adds the lock's name to err.
 func (l *core) wrap(err error) error {
-	return fmt.Errorf("%s %q: %w", l.proto.kind, l.name, err)
+	return fmt.Errorf("%s %q: %w", l.proto.kind(), l.name, err)
 }

@@ -60,7 +60,7 @@ func (m locker) Lock() {
 
 func (m locker) Unlock() {
 	if len(m.c.turn) == 0 {
-		panic(fmt.Sprintf("redislock: Unlock of unlocked %s %q", m.c.proto.kind, m.c.name))
+		panic(fmt.Sprintf("redislock: Unlock of unlocked %s %q", m.c.proto.kind(), m.c.name))
 	}
 	// The next local Lock may start only once the release is over, or its
 	// acquire would race with it.
@@ -76,11 +76,11 @@ func (m locker) Unlock() {
 		case err == nil:
 			return
 		case errors.Is(err, ErrNotAcquired) && attempt == 0:
-			panic(fmt.Sprintf("redislock: Unlock of %s %q that is no longer held: %v", m.c.proto.kind, m.c.name, m.err()))
+			panic(fmt.Sprintf("redislock: Unlock of %s %q that is no longer held: %v", m.c.proto.kind(), m.c.name, m.err()))
 		case errors.Is(err, ErrNotAcquired):
 			return // an earlier attempt whose reply was lost released it
 		case time.Now().After(giveUp):
-			panic(fmt.Sprintf("redislock: Unlock of %s %q failed: %v", m.c.proto.kind, m.c.name, err))
+			panic(fmt.Sprintf("redislock: Unlock of %s %q failed: %v", m.c.proto.kind(), m.c.name, err))
 		}
 		// The key may still be ours until it expires: try again.
 		time.Sleep(backoff)

@@ -3,67 +3,125 @@ package redislock
 import (
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // A protocol is what a primitive brings to the machinery (core): its
-// scripts, each taking the KEYS and ARGV layout of the Lock's own (see
-// the headers in internal/wire/lua/), and what its keys allow.
+// names, its scripts, where its keys go in them, and how its waiters
+// register in Redis. The Lock, the Semaphore and the two sides of an
+// RWMutex each implement it.
 //
 // Every acquire script takes KEYS {main, signal, third[, fence]} and ARGV
 // {id, expire ms, own flag, try mode, extra...}, and answers {status,
-// value} as acquire.lua does; release and giveback take KEYS {main,
-// signal, third} and answer as release.lua and giveback.lua do; extend
-// answers as extend.lua does.
-type protocol struct {
-	kind     string // what errors call it: "lock", "semaphore"
-	ref      Kind   // what events call it (LockRef.Kind)
-	acquire  *redis.Script
-	release  *redis.Script
-	extend   *redis.Script
-	giveback *redis.Script
+// value} as acquire.lua does (see the headers in internal/wire/lua/);
+// release and giveback take KEYS {main, signal, third} and answer as
+// release.lua and giveback.lua do; extend answers as extend.lua does.
+type protocol interface {
+	// kind is what errors call the primitive ("lock", "semaphore"), ref
+	// what events call it (LockRef.Kind).
+	kind() string
+	ref() Kind
+	scripts() scripts
+	// layout returns, from the primitive's keys, the acquire script's
+	// KEYS for a try in mode "0", which must not touch the signal and turn
+	// keys (see acquire.lua), and the extend script's KEYS.
+	layout(keys []string) (solo, extend []string)
+	// readsOwner reports that the main key is a string holding the owner
+	// id, which the machinery may read (GET, PTTL) and watch.
+	readsOwner() bool
+	// shared reports that several may hold at once (a semaphore's
+	// permits, an RWMutex's readers): a waiter that becomes the head of
+	// its local queue after the one before it acquired tries before it
+	// waits, since that says nothing of its own share.
+	shared() bool
+	// registration is how a busy try registers its caller as waiting.
+	registration() registration
+}
 
-	// readsKey: the main key is a string holding the owner id (the Lock's),
-	// which the machinery may read (GET, PTTL) and watch (WithTracking).
-	readsKey bool
+// scripts are a primitive's scripts.
+type scripts struct {
+	acquire, release, extend, giveback *redis.Script
+}
 
-	// extendKeys returns the extend script's KEYS, from the primitive's
-	// keys.
-	extendKeys func(keys []string) []string
+// A registration is how a primitive's busy tries register their caller
+// as waiting in Redis (an RWMutex's waiting writers hold new readers
+// back), and how that is taken back when the caller stops waiting.
+type registration interface {
+	// joinsFirst reports that a blocking acquire joins its local queue
+	// before its first try, whose ARGV then carry the queue's token.
+	joinsFirst() bool
+	// only reports that a try that will not wait is sent in mode "3",
+	// which registers nothing.
+	only() bool
+	// token returns the last extra ARGV of a try of the queue q, and
+	// false when tries carry none.
+	token(q *wait.Queue) (string, bool)
+	// end takes the registration of the attempt a back, if it has one to
+	// take back, as a leaves its queue (emptied: it was the last in it)
+	// having acquired or not.
+	end(l *core, a *attempt, emptied, acquired bool)
+}
 
-	// solo returns the acquire script's KEYS for a try in mode "0", which
-	// must not touch the signal and turn keys (see lua/acquire.lua in internal/wire); nil:
-	// the main key alone.
-	solo func(keys []string) []string
+// unregistered is the registration of primitives whose tries register
+// nothing: the Lock's and the Semaphore's.
+type unregistered struct{}
 
-	// shared: several may hold at once (a semaphore's permits, an
-	// RWMutex's readers). A waiter that becomes the head of its local
-	// queue after the one before it acquired tries before it waits.
-	shared bool
+func (unregistered) joinsFirst() bool                 { return false }
+func (unregistered) only() bool                       { return false }
+func (unregistered) token(*wait.Queue) (string, bool) { return "", false }
+func (unregistered) end(*core, *attempt, bool, bool)  {}
 
-	// registers: a busy try registers its caller as waiting (an RWMutex's
-	// writers hold new readers back while they wait). A try that will not
-	// wait is then sent in mode "3", which registers nothing, and leave
-	// (KEYS the primitive's keys, ARGV {registration id, signal expire
-	// ms}) takes a registration back when its waiter stops waiting.
-	registers bool
-	leave     *redis.Script
+// ownRegistration registers each waiter for itself (an RWMutex's
+// writers); leave is the script that takes it back.
+type ownRegistration struct{ leave *redis.Script }
 
-	// queueRegisters: the registration stands for the whole local queue
-	// (its token is the last extra ARGV of a try, see wait.Queue.Token) and is
-	// taken back when that queue empties; otherwise it is the caller's
-	// own and is taken back when its acquire fails.
-	queueRegisters bool
+func (ownRegistration) joinsFirst() bool                 { return false }
+func (ownRegistration) only() bool                       { return true }
+func (ownRegistration) token(*wait.Queue) (string, bool) { return "", false }
+
+// end stops waiting in Redis, where others wait behind us. (A try whose
+// reply did not come may have registered us too: the giveback that
+// follows it takes that back.)
+func (r ownRegistration) end(l *core, a *attempt, _, acquired bool) {
+	if a.registered && !acquired {
+		l.unregister(r.leave, nil)
+	}
+}
+
+// queueRegistration registers a whole local queue under its token (an
+// RWMutex's readers, who come in together); leave is the script that
+// takes it back once the queue empties.
+type queueRegistration struct{ leave *redis.Script }
+
+func (queueRegistration) joinsFirst() bool { return true }
+func (queueRegistration) only() bool       { return true }
+
+func (queueRegistration) token(q *wait.Queue) (string, bool) {
+	if q == nil {
+		return "", true
+	}
+	return q.Token(), true
+}
+
+// end takes back the queue's registration, and the admission it may
+// have been given, once nobody waits in it: whoever leaves last, even
+// one that came in at its first try and registered nothing itself.
+func (r queueRegistration) end(l *core, a *attempt, emptied, _ bool) {
+	if emptied && a.t.Queue().TokenSent() {
+		l.unregister(r.leave, a.t.Queue())
+	}
 }
 
 // lockProtocol is the Lock's: python-redis-lock's keys and effects.
-var lockProtocol = protocol{
-	kind:       "lock",
-	ref:        KindLock,
-	acquire:    wire.Acquire,
-	release:    wire.Release,
-	extend:     wire.Extend,
-	giveback:   wire.Giveback,
-	readsKey:   true,
-	extendKeys: func(keys []string) []string { return keys[:1:1] },
+type lockProtocol struct{}
+
+func (lockProtocol) kind() string { return "lock" }
+func (lockProtocol) ref() Kind    { return KindLock }
+func (lockProtocol) scripts() scripts {
+	return scripts{wire.Acquire, wire.Release, wire.Extend, wire.Giveback}
 }
+func (lockProtocol) layout(keys []string) (solo, extend []string) { return keys[:1:1], keys[:1:1] }
+func (lockProtocol) readsOwner() bool                             { return true }
+func (lockProtocol) shared() bool                                 { return false }
+func (lockProtocol) registration() registration                   { return unregistered{} }

@@ -218,13 +218,13 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 			cmd[releaseIDArg] = sha
 			n, err = l.client.Do(ctx, cmd...).Int64()
 		} else {
-			n, err = l.client.Do(ctx, wire.EvalShaCmd(l.proto.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
+			n, err = l.client.Do(ctx, wire.EvalShaCmd(l.scripts.release, l.keys, []any{sha, l.signalExpireMS, l.turnMS})...).Int64()
 		}
 		final := sha
 		if wire.IsNoScript(err) {
 			// Not cached: EVAL caches it. The EVALSHA ran nothing.
 			final = &countedArg{s: own}
-			n, err = l.proto.release.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
+			n, err = l.scripts.release.Eval(ctx, l.client, l.keys, final, l.signalExpireMS, l.turnMS).Int64()
 		}
 		retried = final.sends.Load() > 1
 		unanswered = unanswered || retried || sha.sends.Load() > 1

@@ -298,7 +298,15 @@ func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
 	}{{"Release", l.Release}, {"TryAcquire", l.TryAcquire}} {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		start := time.Now()
-		err := call.fn(cctx)
+		ended := make(chan error, 1)
+		go func() { ended <- call.fn(cctx) }()
+		var err error
+		select {
+		case err = <-ended:
+		case <-time.After(10 * time.Second): // the giveback waits in the blackhole for good
+			cancel()
+			t.Fatalf("%s() with a 200 ms context and a giveback pending has not returned after 10 s", call.name)
+		}
 		cancel()
 		if took := time.Since(start); err == nil || took > 800*time.Millisecond {
 			t.Fatalf("%s() with a 200 ms context and a giveback pending = %v after %v, want an error within 800 ms", call.name, err, took)

@@ -79,10 +79,10 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	// Each side's keys start with its own key and its own signal list.
 	w, sw, r, q, sr, wr, a := keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
 	rw := &RWMutex{}
-	rw.w.init(client, name, &rwWriteProtocol, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
+	rw.w.init(client, name, rwWriteProtocol{}, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
 	// A waiting reader registers by its local queue's token, the last
 	// ARGV of its tries (see core.prepared, internal/wire/lua/rw_racquire.lua).
-	rw.r.init(client, name, &rwReadProtocol, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, reg)
+	rw.r.init(client, name, rwReadProtocol{}, c, rt, []string{r, sr, w, q, sw, wr, a}, fence, reg)
 	// The third ARGV of their release and giveback, the Lock's turn, is
 	// how long the readers admitted at a writer's release hold writers
 	// back: as long as a waiting registration lasts.
@@ -130,35 +130,36 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 // Lock's kind of key, renewed by the Lock's extend script; the readers are
 // a semaphore's kind of holders, renewed by its extend script (their set
 // has no size key: it stands in for it).
-var (
-	rwWriteProtocol = protocol{
-		kind:       "rwmutex",
-		ref:        KindWriter,
-		acquire:    wire.RWWAcquire,
-		release:    wire.RWWRelease,
-		extend:     wire.Extend,
-		giveback:   wire.RWWGiveback,
-		readsKey:   true,
-		extendKeys: func(keys []string) []string { return keys[:1:1] },
-		solo:       func(keys []string) []string { return keys }, // one slot
-		registers:  true,
-		leave:      wire.RWWLeave,
-	}
-	rwReadProtocol = protocol{
-		kind:           "rwmutex",
-		ref:            KindReader,
-		acquire:        wire.RWRAcquire,
-		release:        wire.RWRRelease,
-		extend:         wire.SemExtend,
-		giveback:       wire.RWRGiveback,
-		extendKeys:     func(keys []string) []string { return []string{keys[0], keys[0]} },
-		solo:           func(keys []string) []string { return keys },
-		shared:         true,
-		registers:      true,
-		leave:          wire.RWRLeave,
-		queueRegisters: true,
-	}
+type (
+	rwWriteProtocol struct{}
+	rwReadProtocol  struct{}
 )
+
+func (rwWriteProtocol) kind() string { return "rwmutex" }
+func (rwWriteProtocol) ref() Kind    { return KindWriter }
+func (rwWriteProtocol) scripts() scripts {
+	return scripts{wire.RWWAcquire, wire.RWWRelease, wire.Extend, wire.RWWGiveback}
+}
+func (rwWriteProtocol) layout(keys []string) (solo, extend []string) { return keys, keys[:1:1] } // one slot
+func (rwWriteProtocol) readsOwner() bool                             { return true }
+func (rwWriteProtocol) shared() bool                                 { return false }
+func (rwWriteProtocol) registration() registration {
+	return ownRegistration{leave: wire.RWWLeave}
+}
+
+func (rwReadProtocol) kind() string { return "rwmutex" }
+func (rwReadProtocol) ref() Kind    { return KindReader }
+func (rwReadProtocol) scripts() scripts {
+	return scripts{wire.RWRAcquire, wire.RWRRelease, wire.SemExtend, wire.RWRGiveback}
+}
+func (rwReadProtocol) layout(keys []string) (solo, extend []string) {
+	return keys, []string{keys[0], keys[0]}
+}
+func (rwReadProtocol) readsOwner() bool { return false }
+func (rwReadProtocol) shared() bool     { return true }
+func (rwReadProtocol) registration() registration {
+	return queueRegistration{leave: wire.RWRLeave}
+}
 
 // Name returns the RWMutex's name.
 func (rw *RWMutex) Name() string { return rw.w.name }

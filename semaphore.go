@@ -68,23 +68,27 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 		fence = ""
 	}
 	s := &Semaphore{size: size}
-	s.core.init(client, name, &semProtocol, c, rt, keys, fence,
+	s.core.init(client, name, semProtocol{}, c, rt, keys, fence,
 		[]any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)})
 	return s, nil
 }
 
 // semProtocol is the Semaphore's (see internal/wire/lua/sem_*.lua).
-var semProtocol = protocol{
-	kind:       "semaphore",
-	ref:        KindSemaphore,
-	acquire:    wire.SemAcquire,
-	release:    wire.SemRelease,
-	extend:     wire.SemExtend,
-	giveback:   wire.SemGiveback,
-	extendKeys: func(keys []string) []string { return []string{keys[0], keys[2]} },
-	solo:       func(keys []string) []string { return keys[:3:3] }, // one slot: no need to leave keys out
-	shared:     true,
+type semProtocol struct{}
+
+func (semProtocol) kind() string { return "semaphore" }
+func (semProtocol) ref() Kind    { return KindSemaphore }
+func (semProtocol) scripts() scripts {
+	return scripts{wire.SemAcquire, wire.SemRelease, wire.SemExtend, wire.SemGiveback}
 }
+
+// layout: the keys are of one slot, so a solo try needs none left out.
+func (semProtocol) layout(keys []string) (solo, extend []string) {
+	return keys[:3:3], []string{keys[0], keys[2]}
+}
+func (semProtocol) readsOwner() bool           { return false }
+func (semProtocol) shared() bool               { return true }
+func (semProtocol) registration() registration { return unregistered{} }
 
 // Name returns the semaphore's name, as given to NewSemaphore.
 func (s *Semaphore) Name() string { return s.name }

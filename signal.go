@@ -89,7 +89,7 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 // queue, if any (see prepared).
 func (l *core) try(ctx context.Context, blocking bool, q *wait.Queue) (acquireResult, error) {
 	mode := tryFirst
-	if !blocking && l.proto.registers {
+	if !blocking && l.reg.only() {
 		mode = tryOnly
 	}
 	return l.tryAs(ctx, mode, q)
@@ -106,7 +106,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 	}
 	acquireCmd, acquireArgs := l.prepared(in, mode, q)
 	if !l.ack.on() {
-		cmd := wire.RunPrepared(ctx, l.client, acquireCmd, l.proto.acquire, l.acquireKeys, acquireArgs)
+		cmd := wire.RunPrepared(ctx, l.client, acquireCmd, l.scripts.acquire, l.acquireKeys, acquireArgs)
 		if topology.Is(cmd.Err()) {
 			// The slot migrates: a script on several keys, some of them
 			// missing, is answered TRYAGAIN until it ends. Without the
@@ -114,7 +114,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 			// node serves (a fenced one has two, and is retried).
 			soloCmd, soloArgs := l.prepared(in, solo, q)
 			_ = topology.Do(ctx, l.client, topologyPatience, func() error {
-				cmd = wire.RunPrepared(ctx, l.client, soloCmd, l.proto.acquire, l.soloKeys, soloArgs)
+				cmd = wire.RunPrepared(ctx, l.client, soloCmd, l.scripts.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
 			})
 		}
@@ -123,7 +123,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 		return res, err
 	}
 	_, soloArgs := l.prepared(in, solo, q)
-	cmd, ackErr := l.ack.runOr(ctx, l.client, l.proto.acquire, l.acquireKeys, acquireArgs, l.soloKeys, soloArgs)
+	cmd, ackErr := l.ack.runOr(ctx, l.client, l.scripts.acquire, l.acquireKeys, acquireArgs, l.soloKeys, soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
 }
 
@@ -153,15 +153,12 @@ func (l *core) prepared(in *identity, m tryMode, q *wait.Queue) (cmd, args []any
 	default:
 		cmd, args = in.acquireCmd, in.acquireArgs
 	}
-	if !l.proto.queueRegisters {
+	token, ok := l.reg.token(q)
+	if !ok {
 		return cmd, args
 	}
-	token := ""
-	if q != nil {
-		token = q.Token()
-	}
 	args = append(slices.Clone(args), token)
-	return wire.EvalShaCmd(l.proto.acquire, keys, args), args
+	return wire.EvalShaCmd(l.scripts.acquire, keys, args), args
 }
 
 // acked parses the reply of an acquire sent with id and, when it took the
@@ -236,14 +233,14 @@ func (l *core) giveBack(ctx context.Context) {
 	}()
 }
 
-// leave takes back, in the background, a registration as a waiter (see
-// protocol.registers): the queue q's (protocol.queueRegisters), after
-// every abandoned wait of q is finished, or else this core's own, after
-// its abandoned waits are: the try behind such a wait's BLPOP would
-// register it again. The next Acquire or Release waits for it. Errors are
+// unregister takes back with the script leave, in the background, a
+// registration as a waiter (see registration): the queue q's, after every
+// abandoned wait of q is finished, or else this core's own, after its
+// abandoned waits are: the try behind such a wait's BLPOP would register
+// it again. The next Acquire or Release waits for it. Errors are
 // dropped: a registration lapses on its own, a slice and a second after
 // it was last renewed.
-func (l *core) leave(q *wait.Queue) {
+func (l *core) unregister(leave *redis.Script, q *wait.Queue) {
 	id, pending := l.ownerID(), &l.abandons
 	if q != nil {
 		id, pending = q.Token(), &q.Abandons
@@ -254,7 +251,7 @@ func (l *core) leave(q *wait.Queue) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		_ = pending.Wait(ctx)
-		_ = l.proto.leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
+		_ = leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
 	}()
 }
 
@@ -264,9 +261,9 @@ func (l *core) giveBackNow(ctx context.Context) {
 	defer cancel()
 	id := l.ownerID()
 	sha, eval := &countedArg{s: id}, &countedArg{s: id}
-	err := l.proto.giveback.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+	err := l.scripts.giveback.EvalSha(ctx, l.client, l.keys, sha, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	if wire.IsNoScript(err) { // not cached: EVAL caches it
-		err = l.proto.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+		err = l.scripts.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
 	if l.autoID && (retried || (err != nil && !topology.IsReply(err))) {
