@@ -373,8 +373,18 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 			results := make(chan result, waiters)
 			for i := 0; i < waiters; i++ {
 				// Enough retries to span the restart on a loaded machine
-				// (go-redis's default 3 give up after 30 to 170 ms).
-				c := s.Client(func(o *redis.Options) { o.MaxRetries = 10 })
+				// (go-redis's default 3 give up after 30 to 170 ms), with
+				// their backoff capped at 100 ms (some 0.6 s for the 10):
+				// a waiter's try, sent as its BLPOP's connection drops, may
+				// connect in the instant the killed server still accepts,
+				// and go-redis v9.23 retries the handshake on that dead
+				// connection as often as MaxRetries says. With the default
+				// cap (512 ms) that alone took 3.8-4.6 s, once in some 15
+				// runs on a loaded machine.
+				c := s.Client(func(o *redis.Options) {
+					o.MaxRetries = 10
+					o.MaxRetryBackoff = 100 * time.Millisecond
+				})
 				if tc.broken {
 					c.AddHook(noEvalHook{})
 				}
@@ -421,6 +431,80 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The try a waiter sends after its BLPOP's connection drops gets all the
+// time the caller gives: here its client takes 4.5 s to answer it (a
+// restart that outlasts the dial retries, say) and the waiter, with 20 s
+// to go, gets the lock. It was run on a context of its own that ended a
+// slice plus cleanupTimeout after the wait began (at most 4 s): Acquire
+// failed with "context deadline exceeded" long before the caller's
+// deadline (CI: 3 of 8 waiters through a restart with go-redis v9.23).
+func TestTryAfterALostWaitHasTheCallersTime(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	// Held by another owner until the test releases it.
+	if err := admin.Set(ctx, "lock:job", "other-owner", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowTryHook{delay: 4500 * time.Millisecond}
+	c := s.Client()
+	c.AddHook(slow)
+	w := mustNew(t, c, "job")
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got := acquireAsync(wctx, w)
+	within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
+		k, _ := waitingConns(t, admin)
+		return k == 1
+	})
+	// From now on the waiter's client is slow to answer a script; then
+	// its BLPOP's connection drops and the lock is released.
+	slow.armed.Store(true)
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Del(ctx, "lock:job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got)
+	if r.err != nil {
+		t.Fatalf("Acquire() = %v, want the lock: the caller gave 20 s and the try took %v", r.err, slow.delay)
+	}
+	if slow.delayed.Load() == 0 {
+		t.Fatal("no try was delayed: the test did not reach its case")
+	}
+	if owner := admin.Get(ctx, "lock:job").Val(); owner != w.ID() {
+		t.Fatalf("lock:job = %q, want the waiter's id", owner)
+	}
+}
+
+// slowTryHook delays, once armed, every script a client sends by delay
+// (or until its context ends).
+type slowTryHook struct {
+	delay   time.Duration
+	armed   atomic.Bool
+	delayed atomic.Int32
+}
+
+func (*slowTryHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowTryHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := strings.ToLower(cmd.Name()); h.armed.Load() && (name == "evalsha" || name == "eval") {
+			h.delayed.Add(1)
+			select {
+			case <-time.After(h.delay):
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*slowTryHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // Redis killed and not restarted: every blocked Acquire returns an error

@@ -33,11 +33,13 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) w
 		try, _ = l.prepared(in, tryWoken, q)
 	}
 	req := wait.NewReq(l.keys[1], d, try)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+cleanupTimeout)
 	if ctx.Done() == nil { // cannot end: no need to watch it
-		defer cancel()
-		return l.pipeWait(pctx, req, in, q)
+		return l.pipeWait(ctx, req, in, q)
 	}
+	// The wait and the try after it get all the time the caller gives
+	// (a try after a lost connection is retried as the client is told),
+	// and, once the caller gives up, the cleanup's time to be heard.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch := make(chan waitResult, 1)
 	go func() {
 		defer cancel()
@@ -60,7 +62,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) w
 	if q != nil {
 		q.Abandons.Add()
 	}
-	go l.abandonWait(context.WithoutCancel(ctx), req, ch, q)
+	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, q)
 	return waitResult{err: ctx.Err()}
 }
 
@@ -75,8 +77,9 @@ type waitResult struct {
 }
 
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
-// wakes the BLPOP still blocked, waits for the outcome and undoes it.
-func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitResult, q *wait.Queue) {
+// wakes the BLPOP still blocked, waits for the outcome and undoes it. A
+// try still unanswered after cleanupTimeout is cancelled (stop).
+func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitResult, stop context.CancelFunc, q *wait.Queue) {
 	defer l.cleanups.Done()
 	defer l.abandons.Done()
 	if q != nil {
@@ -92,7 +95,8 @@ func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitRes
 		select {
 		case r = <-ch:
 		case <-ctx.Done():
-			r = <-ch // bounded: the wait's own context ends too
+			stop()
+			r = <-ch // bounded: a lane's round is, and the try sees stop
 		}
 	}
 	switch {

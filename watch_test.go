@@ -431,3 +431,91 @@ func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
 		}
 	}
 }
+
+// A waiter on a Sentinel-managed master follows a failover: a release on
+// the new master lets it in within its slice, and no try of it ever goes
+// to the old master. Its BLPOPs run on connections of the wait runtime,
+// made from the client's options, which dial the master the Sentinels
+// name; after a SENTINEL FAILOVER they stay on the old master, still a
+// master, until the Sentinels reconfigure it some 10 s later. Tries were
+// pipelined behind those BLPOPs and found the lock still held there: the
+// waiter came in 10 s after the release (and a free lock there would have
+// been taken on a server whose writes were about to be discarded). They
+// now go through the caller's client, which go-redis moves at once.
+func TestWaiterFollowsASentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Sentinel failovers")
+	}
+	for _, tc := range []struct {
+		name string
+		fail func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+	}{
+		{"SENTINEL FAILOVER", func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
+			c := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
+			defer c.Close()
+			within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
+				r, err := c.Replicas(context.Background(), redistest.MasterName).Result()
+				return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
+			})
+			if err := c.Failover(context.Background(), redistest.MasterName).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"old master hangs", func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
+			primary.Pause()
+			t.Cleanup(primary.Cont)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := redistest.Start(t)
+			replica := redistest.StartReplica(t, primary)
+			ss := redistest.StartSentinels(t, primary, 1)
+			ctx := ctxT(t)
+			// Held by another owner, without expire: only a release frees it.
+			if err := primary.Client().Set(ctx, "lock:job", "other-owner", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := primary.Client().Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+				t.Fatalf("WAIT = %d, %v: the replica does not have the key", n, err)
+			}
+			// go-redis's default retries: a waiter whose BLPOP was cut off
+			// tries on the client, which retries as it is told (without
+			// retries the error is returned instead, see afterRound).
+			c := redis.NewFailoverClient(&redis.FailoverOptions{
+				MasterName:    redistest.MasterName,
+				SentinelAddrs: ss.Addrs(),
+				DialTimeout:   200 * time.Millisecond,
+			})
+			t.Cleanup(func() { c.Close() })
+			w := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+			got := acquireAsync(ctx, w)
+			within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
+				k, _ := waitingConns(t, primary.Client())
+				return k >= 1
+			})
+			tc.fail(t, primary, ss)
+			awaitFailover(t, ss, replica.Addr)
+			// python-redis-lock's release, on the new master.
+			released := time.Now()
+			newMaster := replica.Client()
+			pipe := newMaster.TxPipeline()
+			pipe.Del(ctx, "lock:job")
+			pipe.LPush(ctx, "lock-signal:job", 1)
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := receive(t, got)
+			if r.err != nil {
+				t.Fatalf("the waiter: Acquire() = %v", r.err)
+			}
+			took := r.at.Sub(released)
+			t.Logf("release on the new master -> waiter in: %v", took)
+			if took > 5*time.Second {
+				t.Errorf("the waiter came in %v after the release on the new master; want within a slice (2 s) and the try after it", took)
+			}
+			if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
+				t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
+			}
+		})
+	}
+}

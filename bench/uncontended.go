@@ -92,11 +92,11 @@ func (w bareWorker) unlock(ctx context.Context) error {
 func (w bareWorker) close() { w.c.Close() }
 
 // bareContender is the floor, run as a contender of the matrix. It reads
-// the scripts from ../lua (the bench runs in bench/) and loads them.
+// the scripts from ../internal/wire/lua (the bench runs in bench/) and loads them.
 var bareContender = contender{"go-redis-lock's scripts, bare", func(cc clientCfg, name string) (worker, error) {
 	c := goredisClient(cc)
 	sha := func(file string) (string, error) {
-		src, err := os.ReadFile(filepath.Join("..", "lua", file))
+		src, err := os.ReadFile(filepath.Join("..", "internal", "wire", "lua", file))
 		if err != nil {
 			return "", err
 		}

@@ -172,7 +172,7 @@ func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 		until = minTime(until, r.until)
 	}
 	batch = append([]*Req(nil), ln.reqs...)
-	if len(batch) == 1 && batch[0].try != nil && time.Since(ln.displaced) > displacedFor {
+	if len(batch) == 1 && batch[0].try != nil && !rt.sentinel && time.Since(ln.displaced) > displacedFor {
 		solo = batch[0]
 	}
 	ln.rounds++

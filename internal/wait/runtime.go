@@ -55,6 +55,10 @@ type runtimeKey struct {
 	addr   string // the node's, on a cluster; "" otherwise
 }
 
+// failoverAddr is the Addr of the options of go-redis's Sentinel failover
+// client (NewFailoverClient): its dialer asks the Sentinels for the master.
+const failoverAddr = "FailoverClient"
+
 // errRuntimeClosed is what enqueue says of a runtime that was closed
 // (idle, or Close) after the waiter found it: take a new one.
 var errRuntimeClosed = errors.New("redislock: wait runtime closed")
@@ -66,7 +70,17 @@ type waitRuntime struct {
 	own     *redis.Client         // rc, when it is the runtime's own; nil: the user's client (see runtimeFor)
 	share   bool                  // several waiters may share a lane
 	cluster bool                  // lanes share by hash tag and are not capped
-	lanes   sync.WaitGroup        // lane goroutines running
+	// sentinel: the user's client is go-redis's Sentinel failover
+	// client. No try is pipelined behind a BLPOP then: after a failover
+	// the runtime's connections stay on the old master until the
+	// Sentinels reconfigure it (seconds later), and a try sent there
+	// could take a lock on a server whose writes are about to be thrown
+	// away. Tries go through the user's client, which go-redis moves to
+	// the new master as the Sentinels announce it; a waiter whose BLPOP
+	// is still on the old master finds a release on the new one at the
+	// end of its slice.
+	sentinel bool
+	lanes    sync.WaitGroup // lane goroutines running
 
 	// mu guards the fields below and those of every lane and Req of
 	// the runtime that say so. It is never held while sending.
@@ -106,7 +120,7 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	if v, ok := runtimes.Load(k); ok {
 		return v.(*waitRuntime), nil
 	}
-	rt := &waitRuntime{key: k, rc: client, cluster: cluster}
+	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == failoverAddr}
 	if opt.Addr != "" || opt.Dialer != nil {
 		ownPool(&opt, cluster)
 		rt.own = redis.NewClient(&opt)
