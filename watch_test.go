@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -518,4 +519,117 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The key watch makes go-redis print nothing when the server drops its
+// connections or restarts: its subscriber printed "discarding bad PubSub
+// connection" to go-redis's log (the user's) every time. The watch still
+// reconnects and sees a takeover after each.
+func TestWatchReconnectsWithoutGoRedisLogs(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	logs := captureGoRedisLog(t)
+	for _, tc := range []struct {
+		name string
+		drop func(t *testing.T)
+	}{
+		{"connections killed", func(t *testing.T) {
+			for _, typ := range []string{"pubsub", "normal"} { // every connection but admin's
+				if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"restart", func(t *testing.T) {
+			if err := admin.Save(ctx).Err(); err != nil { // the lock key survives the restart
+				t.Fatal(err)
+			}
+			s.Kill()
+			s.Restart()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := watchedHold(t, ctx, s.Client(), "job-"+strings.ReplaceAll(tc.name, " ", "-"))
+			rounds := redislock.TrackerRounds()
+			tc.drop(t)
+			within(t, 10*time.Second, "the watch reconnects", func() bool { return redislock.TrackerRounds() >= rounds+2 })
+			if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			lostWithin(t, l, 5*time.Second, redislock.ErrTakenOver, "a takeover after the watch reconnected")
+			if got := logs(); len(got) > 0 {
+				t.Fatalf("go-redis printed %d lines to its log, want none:\n%s", len(got), strings.Join(got, "\n"))
+			}
+		})
+	}
+}
+
+// captureGoRedisLog makes go-redis's log (redis.SetLogger, process-wide)
+// a buffer until t ends, and returns what it holds.
+func captureGoRedisLog(t *testing.T) func() []string {
+	l := &lineLog{}
+	redis.SetLogger(l)
+	t.Cleanup(func() { redis.SetLogger(stderrLog{}) })
+	return l.lines
+}
+
+type lineLog struct {
+	mu  sync.Mutex
+	buf []string
+}
+
+func (l *lineLog) Printf(_ context.Context, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, fmt.Sprintf(format, v...))
+}
+
+func (l *lineLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.buf...)
+}
+
+// stderrLog is go-redis's default log, restored after a capture.
+type stderrLog struct{}
+
+func (stderrLog) Printf(_ context.Context, format string, v ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", v...)
+}
+
+// The connections the library adds to a client follow its TLS options:
+// over a TLS-only port, a waiter is woken by the release (the wait's own
+// connections) and the key watch sees a takeover (its reader and
+// subscriber, whose dialers wrap the client's).
+func TestWaitAndWatchOverTLS(t *testing.T) {
+	s := redistest.StartTLS(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := redis.NewClient(&redis.Options{Addr: s.TLSAddr, TLSConfig: s.Config})
+	t.Cleanup(func() { c.Close() })
+
+	holder := watchedHold(t, ctx, c, "job")
+	waiter := mustNew(t, c, "job")
+	got := acquireAsync(ctx, waiter)
+	within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
+		k, _ := waitingConns(t, admin)
+		return k == 1
+	})
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got)
+	if r.err != nil {
+		t.Fatalf("the waiter: Acquire() = %v", r.err)
+	}
+	if took := r.at.Sub(released); took > time.Second {
+		t.Errorf("the waiter came in %v after the release, want at once (its slice is 2 s)", took)
+	}
+	within(t, 10*time.Second, "the waiter's hold is watched", func() bool { return redislock.Watched(waiter) })
+	if err := admin.Set(ctx, waiter.Key(), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lostWithin(t, waiter, 5*time.Second, redislock.ErrTakenOver, "a takeover over TLS")
 }

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -34,8 +35,42 @@ type trackConns struct {
 	rdMu    sync.Mutex
 	rdConns []net.Conn // rd's connections, as dialed, for peerClosed
 
-	broken atomic.Bool // a connection was lost: make new ones
+	broken  atomic.Bool // a connection was lost: make new ones
+	subLost atomic.Bool // sub's connection failed (see subConn)
 }
+
+// subConn is sub's connection. go-redis's PubSub, on a read or write
+// error, closes its connection and dials a new one, printing "discarding
+// bad PubSub connection" to go-redis's log (the user's, at every server
+// restart); the tracker never needs that new connection (see
+// connectTracking). So subConn answers a failed read with a timeout,
+// which go-redis's PubSub leaves alone, and records the failure: the
+// receiver then marks the pair broken and closes it, which prints
+// nothing.
+type subConn struct {
+	net.Conn
+	lost *atomic.Bool
+}
+
+func (c subConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	var ne net.Error
+	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		c.lost.Store(true)
+		return n, errSubLost
+	}
+	return n, err
+}
+
+// errSubLost is what subConn's Read answers for a failed read: a timeout
+// to go-redis (see subConn).
+var errSubLost error = subLostError{}
+
+type subLostError struct{}
+
+func (subLostError) Error() string   { return "redislock: tracker subscriber connection lost" }
+func (subLostError) Timeout() bool   { return true }
+func (subLostError) Temporary() bool { return true }
 
 // errTrackerConn is the error of a tracker connection that go-redis would
 // dial again on its own (see connectTracking).
@@ -66,6 +101,14 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	opt.ClientName = "" // ours are named below, or left unnamed
 	so := opt
 	so.PoolSize, so.MinIdleConns = 1, 0
+	subDial := dialerOf(opt)
+	so.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := subDial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return subConn{Conn: cn, lost: &c.subLost}, nil
+	}
 	so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		if c.subConn.Load() {
 			c.broken.Store(true)
@@ -101,10 +144,7 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	}
 	ro := opt
 	ro.PoolSize, ro.MinIdleConns, ro.MaxRetries = 1, 0, -1
-	dial := opt.Dialer
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: opt.DialTimeout}).DialContext
-	}
+	dial := dialerOf(opt)
 	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := dial(ctx, network, addr)
 		if err == nil {
@@ -121,6 +161,20 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// dialerOf returns opt's Dialer (a client's options have go-redis's own
+// when the user set none, TLS included) or, for options made by hand, a
+// TCP dialer with TLS when they have a TLSConfig, as go-redis would.
+func dialerOf(opt redis.Options) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if opt.Dialer != nil {
+		return opt.Dialer
+	}
+	nd := &net.Dialer{Timeout: opt.DialTimeout, KeepAlive: 5 * time.Minute}
+	if opt.TLSConfig != nil {
+		return (&tls.Dialer{NetDialer: nd, Config: opt.TLSConfig}).DialContext
+	}
+	return nd.DialContext
 }
 
 // connDo sends one command on cn (go-redis v9.0's Conn has no Do).
@@ -212,6 +266,12 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 			return
 		}
 		if err != nil {
+			if c.subLost.Load() {
+				// The connection failed (see subConn): a new pair.
+				c.broken.Store(true)
+				t.poke()
+				return
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				if c.pongOverdue() {
@@ -260,6 +320,9 @@ func (t *tracker) receive(c *trackConns, done chan struct{}) {
 // pingSub pings sub, unless a ping is already waiting for its answer; the
 // answer (or any message) clears pinged.
 func (c *trackConns) pingSub() {
+	if c.subLost.Load() {
+		return // a write would fail, and go-redis print it
+	}
 	if !c.pinged.CompareAndSwap(0, time.Now().UnixNano()) {
 		return
 	}
@@ -279,9 +342,11 @@ func (c *trackConns) pongOverdue() bool {
 // read, or, on a connection that does not answer, closing it does.
 func stopReceiver(c *trackConns, done chan struct{}) {
 	c.stopping.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
-	_ = c.ps.Ping(ctx)
-	cancel()
+	if !c.subLost.Load() { // else the receiver has returned or is about to
+		ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
+		_ = c.ps.Ping(ctx)
+		cancel()
+	}
 	select {
 	case <-done:
 	case <-time.After(trackerTimeout):
