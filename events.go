@@ -385,9 +385,18 @@ func (m multiObserver) HoldEnd(e HoldEndEvent) {
 // the key watch (see watch.Refuses), and a loss is found by renewal or
 // the local deadline.
 func (e *events) watchRefused(in LockRef, err error) {
+	if e.obs != nil {
+		e.obs.WatchRefused(WatchRefusedEvent{LockRef: in, Err: err})
+	}
 	ctx := context.Background()
 	if !e.logging(ctx, slog.LevelWarn) {
 		return
 	}
 	e.logLock(ctx, slog.LevelWarn, loggerWatch, "key watch refused: a loss is found at the next renewal or the local deadline", in, errAttr(err))
+}
+
+func (m multiObserver) WatchRefused(e WatchRefusedEvent) {
+	for _, o := range m {
+		o.WatchRefused(e)
+	}
 }

@@ -52,6 +52,11 @@ type Observer interface {
 	// no context: a loss is found by the renewal, a timer or the key's
 	// watch.
 	HoldEnd(e HoldEndEvent)
+	// WatchRefused is called when Redis refuses the key watch of a hold
+	// that started (tracking unknown or denied: see Check), at most once
+	// per hold: a loss is then found by the renewal or the local
+	// deadline, not at once. It has no context: the watch finds it.
+	WatchRefused(e WatchRefusedEvent)
 }
 
 // NopObserver is an Observer that does nothing, to embed in an observer
@@ -72,6 +77,7 @@ func (NopObserver) ExtendStart(ctx context.Context, _ ExtendStartEvent) context.
 }
 func (NopObserver) ExtendEnd(context.Context, ExtendEndEvent) {}
 func (NopObserver) HoldEnd(HoldEndEvent)                      {}
+func (NopObserver) WatchRefused(WatchRefusedEvent)            {}
 
 // LockRef says which lock an event is about.
 type LockRef struct {
@@ -147,6 +153,12 @@ type HoldEndEvent struct {
 	// ReasonAbandoned; "" when it was released.
 	Reason Reason
 	Err    error // Lock.Err's error: ErrReleased, or one matching ErrLost
+}
+
+// WatchRefusedEvent says that a hold is not watched: Redis refused it.
+type WatchRefusedEvent struct {
+	LockRef
+	Err error // the refusal (an error reply such as NOPERM or an unknown command)
 }
 
 // Outcome is how a call ended, in the words metrics use.

@@ -317,7 +317,8 @@ func (r *recorder) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
 	}
 	r.add(e)
 }
-func (r *recorder) HoldEnd(e redislock.HoldEndEvent) { r.add(e) }
+func (r *recorder) HoldEnd(e redislock.HoldEndEvent)           { r.add(e) }
+func (r *recorder) WatchRefused(e redislock.WatchRefusedEvent) { r.add(e) }
 
 func (r *recorder) take() []any {
 	r.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"regexp"
 	"slices"
@@ -243,7 +244,8 @@ const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-sign
 
 // Where Redis refuses tracking (here an ACL without CLIENT and SUBSCRIBE),
 // holds are not watched and a loss is found at the next renewal: within
-// one renewal interval, as before. Check says so.
+// one renewal interval, as before. The observer's WatchRefused and a
+// warning of redis_lock.watch say so, once.
 func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
@@ -253,7 +255,10 @@ func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 	}
 	user := s.Client(func(o *redis.Options) { o.Username, o.Password = "plain", "secret" })
 	const expire = 900 * time.Millisecond // renewal every 600 ms
-	holder := mustNew(t, user, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	obs := &recorder{}
+	logs := &logRecorder{level: slog.LevelDebug}
+	holder := mustNew(t, user, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
+		redislock.WithObserver(obs), redislock.WithLogger(slog.New(logs)))
 	mustAcquire(t, ctx, holder)
 	deadline := time.Now().Add(5 * time.Second)
 	for redislock.Watched(holder) { // the tracker is refused in the background
@@ -261,6 +266,16 @@ func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 			t.Fatal("the hold is still watched 5 s after Acquire, under an ACL that refuses tracking")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	logs.find(t, "redis_lock.watch", slog.LevelWarn, "key watch refused")
+	var refusals []redislock.WatchRefusedEvent
+	for _, e := range obs.take() {
+		if r, ok := e.(redislock.WatchRefusedEvent); ok {
+			refusals = append(refusals, r)
+		}
+	}
+	if len(refusals) != 1 || refusals[0].Key != holder.Key() || !strings.Contains(fmt.Sprint(refusals[0].Err), "NOPERM") {
+		t.Fatalf("the observer's WatchRefused events = %+v, want one for %s with the NOPERM refusal", refusals, holder.Key())
 	}
 	start := time.Now()
 	admin.Del(ctx, holder.Key())

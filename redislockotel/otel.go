@@ -78,6 +78,9 @@ func WithLockName() Option {
 //     Release, error).
 //   - redislock.wakeups, counter: returns of a waiter's BLPOP; attribute
 //     redislock.cause (signal, timeout).
+//   - redislock.watch.refused, counter: holds whose key watch Redis
+//     refused (tracking unknown or denied: see redislock.Check); their
+//     loss is found by renewal or the local deadline only.
 //
 // Spans, of kind internal: redislock.acquire, redislock.release and
 // redislock.extend, with the lock's name and key, the result, and the
@@ -97,6 +100,7 @@ type Observer struct {
 	lost       metric.Int64Counter
 	extend     metric.Int64Counter
 	wakeups    metric.Int64Counter
+	refused    metric.Int64Counter
 }
 
 var _ redislock.Observer = (*Observer)(nil)
@@ -136,6 +140,9 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	err = first(err, e)
 	o.wakeups, e = meter.Int64Counter("redislock.wakeups", metric.WithUnit("{wakeup}"),
 		metric.WithDescription("Returns of a waiter's BLPOP, by a release's signal or the end of its slice."))
+	err = first(err, e)
+	o.refused, e = meter.Int64Counter("redislock.watch.refused", metric.WithUnit("{lock}"),
+		metric.WithDescription("Holds whose key watch Redis refused: their loss is found by renewal or the local deadline."))
 	err = first(err, e)
 	if err != nil {
 		return nil, fmt.Errorf("redislockotel: %w", err)
@@ -292,4 +299,9 @@ func (o *Observer) HoldEnd(e redislock.HoldEndEvent) {
 	if e.Reason != "" {
 		o.lost.Add(ctx, 1, o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
 	}
+}
+
+// WatchRefused counts redislock.watch.refused.
+func (o *Observer) WatchRefused(e redislock.WatchRefusedEvent) {
+	o.refused.Add(context.Background(), 1, o.set(e.LockRef, none, none))
 }

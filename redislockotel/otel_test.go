@@ -420,3 +420,33 @@ func TestWakeupByTimeout(t *testing.T) {
 		t.Fatalf("redislock.wakeups{cause=timeout} = %d, want at least 1", n)
 	}
 }
+
+// A hold whose key watch Redis refuses (an ACL without CLIENT and
+// SUBSCRIBE) counts one redislock.watch.refused.
+func TestWatchRefusedMetric(t *testing.T) {
+	s := redistest.Start(t)
+	obs, reader, _, _ := setup(t)
+	ctx := context.Background()
+	acl := "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-signal:* resetchannels -@all " +
+		"+evalsha +eval +script|load +blpop +get +set +del +exists +lpush +pexpire +pttl +time +ping"
+	var args []any
+	for _, f := range strings.Fields(acl) {
+		args = append(args, f)
+	}
+	if err := s.Client().Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := s.Client(func(o *redis.Options) { o.Username, o.Password = "plain", "secret" })
+	l, err := redislock.New(user, "job", redislock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	waitFor(t, func() bool { _, ok := collect(t, reader)["redislock.watch.refused"]; return ok })
+	if n := sum(t, collect(t, reader)["redislock.watch.refused"]); n != 1 {
+		t.Errorf("redislock.watch.refused = %d, want 1", n)
+	}
+}
