@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +255,91 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A waiter that shares its lane (no try behind its BLPOP) and gives up
+// as the release's signal reaches its BLPOP gives the signal back: the
+// next waiter, python-redis-lock's here, gets it at once. The round's
+// empty result read as a lock won (status 0 was Acquired): the abandoned
+// wait sent a release under an empty id instead, and the other waiter
+// slept on with the lock free (8 of 150 runs in an outside review).
+func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	c := s.Client()
+	var armed, joined atomic.Bool
+	gate, popped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "lpush" && armed.Load() { // the abandoned wait's wake push
+				<-gate
+			}
+			if cmd.Name() == "blpop" && slices.Contains(cmd.Args(), any("lock-signal:job")) {
+				joined.Store(true)
+			}
+		}
+		err := next(ctx, cmds)
+		if b, ok := cmds[0].(*redis.Cmd); ok && b.Name() == "blpop" {
+			if kv, _ := b.StringSlice(); len(kv) == 2 && kv[0] == "lock-signal:job" {
+				once.Do(func() { close(popped) })
+			}
+		}
+		return err
+	}))
+	defer func() {
+		if armed.Load() {
+			close(gate)
+		}
+	}()
+	// 8 names waited on through c take its 8 lanes: the next one shares.
+	bg, stop := context.WithCancel(ctx)
+	others := make([]*redislock.Lock, 8)
+	for i := range others {
+		mustAcquire(t, ctx, mustNew(t, admin, fmt.Sprint("other-", i)))
+		others[i] = mustNew(t, c, fmt.Sprint("other-", i))
+		acquireAsync(bg, others[i])
+	}
+	defer func() {
+		stop()
+		for _, o := range others {
+			_ = o.Settle(ctx)
+		}
+	}()
+	waitBlocked(t, admin, 8)
+	holder := mustNew(t, admin, "job") // no expire: only a release frees it
+	mustAcquire(t, ctx, holder)
+	quitter := mustNew(t, c, "job")
+	qctx, cancel := context.WithCancel(ctx)
+	q := acquireAsync(qctx, quitter)
+	within(t, 10*time.Second, "the quitter's name joins a lane's BLPOP", joined.Load)
+	waitBlocked(t, admin, 8) // that lane blocks again, on its names and the quitter's
+	got := make(chan error, 1)
+	go func() { got <- s.Client().BLPop(ctx, 5*time.Second, "lock-signal:job").Err() }()
+	waitBlocked(t, admin, 9)
+	armed.Store(true)
+	cancel()
+	if r := receive(t, q); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("quitter's Acquire() = %v, want Canceled", r.err)
+	}
+	if err := holder.Release(ctx); err != nil { // its signal goes to the shared BLPOP, first in line
+		t.Fatal(err)
+	}
+	select {
+	case <-popped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shared BLPOP did not pop the release's signal")
+	}
+	opened := time.Now()
+	armed.Store(false)
+	close(gate)
+	if err := <-got; err != nil || time.Since(opened) > time.Second {
+		t.Fatalf("the other waiter's BLPOP: %v after %v; want the signal given back at once", err, time.Since(opened))
+	}
+	if err := quitter.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // When the context ends as the waiter's pipelined try wins (here a hook

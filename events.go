@@ -385,6 +385,9 @@ func (m multiObserver) HoldEnd(e HoldEndEvent) {
 // the key watch (see watch.Refuses), and a loss is found by renewal or
 // the local deadline.
 func (e *events) watchRefused(in LockRef, err error) {
+	if e == nil {
+		return
+	}
 	if e.obs != nil {
 		e.obs.WatchRefused(WatchRefusedEvent{LockRef: in, Err: err})
 	}

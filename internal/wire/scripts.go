@@ -140,14 +140,18 @@ func RunPrepared(ctx context.Context, c redis.UniversalClient, cmd []any, s *red
 	return r
 }
 
-// Status is the first element of an acquire script's reply.
+// Status is what an acquire script's reply says, decoded by ParseAcquire
+// from its first element (0 for Acquired, 1 for Busy...). The zero Status
+// is None, no reply at all, so that a result nobody filled in is never
+// taken for a lock that was won.
 type Status int64
 
 const (
-	Acquired  Status = 0 // the lock is now ours; the value is the fencing token (0 without fencing)
-	Busy      Status = 1 // another id holds it; the value is its remaining TTL in ms, -1 when it never expires
-	Ours      Status = 2 // it already holds our caller-given id; the value is its remaining TTL
-	OtherSize Status = 3 // a semaphore's holders use another size; the value is theirs
+	None      Status = iota // no reply decoded: nothing was won
+	Acquired                // reply 0: the lock is now ours; the value is the fencing token (0 without fencing)
+	Busy                    // reply 1: another id holds it; the value is its remaining TTL in ms, -1 when it never expires
+	Ours                    // reply 2: it already holds our caller-given id; the value is its remaining TTL
+	OtherSize               // reply 3: a semaphore's holders use another size; the value is theirs
 )
 
 // ErrBadReply is what a reply of no known shape decodes to.
@@ -157,12 +161,12 @@ var ErrBadReply = errors.New("redislock: unexpected reply from Redis")
 func ParseAcquire(cmd *redis.Cmd) (Status, int64, error) {
 	vals, err := cmd.Int64Slice()
 	if err != nil {
-		return 0, 0, err
+		return None, 0, err
 	}
-	if len(vals) != 2 || vals[0] < 0 || vals[0] > int64(OtherSize) {
-		return 0, 0, ErrBadReply
+	if len(vals) != 2 || vals[0] < 0 || vals[0] > int64(OtherSize-Acquired) {
+		return None, 0, ErrBadReply
 	}
-	return Status(vals[0]), vals[1], nil
+	return Acquired + Status(vals[0]), vals[1], nil
 }
 
 // IsNoScript reports whether err is Redis's NOSCRIPT reply to EVALSHA.
