@@ -307,7 +307,11 @@ func (req *Req) Abandon() {
 // runtime winds down after runtimeIdle.
 func (rt *waitRuntime) laneStoppedLocked() {
 	rt.running--
-	if rt.running > 0 || rt.closed || rt.own == nil || len(rt.hooks) > 0 {
+	// A runtime on the user's client (own == nil: a client type without
+	// options) has no connections to close, but winds down all the same:
+	// it must leave the registry, which would otherwise keep every such
+	// client for good. Test hooks pin a runtime (see AddHook).
+	if rt.running > 0 || rt.closed || len(rt.hooks) > 0 {
 		return
 	}
 	rt.idle = time.AfterFunc(time.Duration(runtimeIdle.Load()), rt.windDown)
