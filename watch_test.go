@@ -517,6 +517,43 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
 				t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
 			}
+			if tc.name != "SENTINEL FAILOVER" {
+				return // the old master hangs: its connections fail on their own
+			}
+			// Every later hand-off, while the old master still calls itself
+			// master (some 10 s), is as quick: a wait starts on the new
+			// master, not on the old one, where it found a release only
+			// at the end of its slice (1.7 s a hand-off, for 10 s).
+			for round := range 5 {
+				if err := w.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := newMaster.Set(ctx, "lock:job", "other-owner", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				got := acquireAsync(ctx, w)
+				within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
+					a, _ := waitingConns(t, primary.Client())
+					b, _ := waitingConns(t, newMaster)
+					return a+b >= 1
+				})
+				released := time.Now()
+				pipe := newMaster.TxPipeline()
+				pipe.Del(ctx, "lock:job")
+				pipe.LPush(ctx, "lock-signal:job", 1)
+				if _, err := pipe.Exec(ctx); err != nil {
+					t.Fatal(err)
+				}
+				r := receive(t, got)
+				if r.err != nil {
+					t.Fatalf("hand-off %d: Acquire() = %v", round, r.err)
+				}
+				took := r.at.Sub(released)
+				t.Logf("hand-off %d after the failover: %v", round, took)
+				if took > 1200*time.Millisecond {
+					t.Errorf("hand-off %d after the failover took %v; want its wait on the new master (a slice is 2 s)", round, took)
+				}
+			}
 		})
 	}
 }
@@ -632,4 +669,72 @@ func TestWaitAndWatchOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	lostWithin(t, waiter, 5*time.Second, redislock.ErrTakenOver, "a takeover over TLS")
+}
+
+// A waiter on a Sentinel-managed master never takes the lock on the old
+// master after a failover: the old one still calls itself master for
+// seconds and takes writes that the Sentinels then throw away. Here the
+// lock is held on the new master and, on the old one, freed: a try sent
+// there (pipelined behind a BLPOP on the old master's connection) took it,
+// and the waiter held a lock that someone else held.
+func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Sentinel failover")
+	}
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	ss := redistest.StartSentinels(t, primary, 1)
+	ctx := ctxT(t)
+	old := primary.Client()
+	if err := old.Set(ctx, "lock:job", "other-owner", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := old.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT = %d, %v: the replica does not have the key", n, err)
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redistest.MasterName,
+		SentinelAddrs: ss.Addrs(),
+		DialTimeout:   200 * time.Millisecond,
+	})
+	t.Cleanup(func() { c.Close() })
+	w := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	got := acquireAsync(ctx, w)
+	within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
+		k, _ := waitingConns(t, old)
+		return k >= 1
+	})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
+	defer sc.Close()
+	within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
+		r, err := sc.Replicas(ctx, redistest.MasterName).Result()
+		return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
+	})
+	if err := sc.Failover(ctx, redistest.MasterName).Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitFailover(t, ss, replica.Addr)
+	// The old master, not yet reconfigured, frees the lock; the new one
+	// still has it held.
+	if err := old.Del(ctx, "lock:job").Err(); err != nil {
+		t.Skipf("the old master was reconfigured already (%v): nothing to show", err)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("Acquire() = %v while the new master's lock:job is %q: taken on the old master", r.err, replica.Client().Get(ctx, "lock:job").Val())
+	case <-time.After(2 * time.Second): // the runtime's failover check runs every 500 ms
+	}
+	newMaster := replica.Client()
+	pipe := newMaster.TxPipeline()
+	pipe.Del(ctx, "lock:job")
+	pipe.LPush(ctx, "lock-signal:job", 1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got); r.err != nil {
+		t.Fatalf("Acquire() after the release on the new master = %v", r.err)
+	}
+	if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
+		t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
+	}
 }

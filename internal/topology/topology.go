@@ -324,3 +324,25 @@ func FailedPipeline(err error, cmds ...*redis.Cmd) {
 		}
 	}
 }
+
+// FailoverAddr is the Addr of the options of go-redis's Sentinel failover
+// client (NewFailoverClient): its dialer asks the Sentinels for the master.
+// Connections made from those options stay on the master they reached:
+// after a failover they go on to the old one, which may still call itself
+// master for seconds, until something checks (see RunID).
+const FailoverAddr = "FailoverClient"
+
+// RunID returns the run_id (INFO server) of the server c reaches: it tells
+// two servers apart, as an address may not (a failover).
+func RunID(ctx context.Context, c redis.UniversalClient) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", errors.New("redislock: no run_id in INFO server")
+}

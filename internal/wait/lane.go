@@ -155,6 +155,8 @@ func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 			r.res <- Round{Err: redis.ErrClosed, Gone: r.gone.Load()}
 		case r.gone.Load():
 			r.res <- Round{Gone: true}
+		case rt.retired: // its waiter tries, then waits elsewhere
+			r.res <- Round{}
 		default:
 			keep = append(keep, r)
 		}

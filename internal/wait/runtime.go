@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // wakeExpire bounds how long a wake element outlives the BLPOP it was
@@ -55,10 +57,6 @@ type runtimeKey struct {
 	addr   string // the node's, on a cluster; "" otherwise
 }
 
-// failoverAddr is the Addr of the options of go-redis's Sentinel failover
-// client (NewFailoverClient): its dialer asks the Sentinels for the master.
-const failoverAddr = "FailoverClient"
-
 // errRuntimeClosed is what enqueue says of a runtime that was closed
 // (idle, or Close) after the waiter found it: take a new one.
 var errRuntimeClosed = errors.New("redislock: wait runtime closed")
@@ -71,16 +69,18 @@ type waitRuntime struct {
 	share   bool                  // several waiters may share a lane
 	cluster bool                  // lanes share by hash tag and are not capped
 	// sentinel: the user's client is go-redis's Sentinel failover
-	// client. No try is pipelined behind a BLPOP then: after a failover
-	// the runtime's connections stay on the old master until the
-	// Sentinels reconfigure it (seconds later), and a try sent there
+	// client. After a failover the runtime's connections stay on the old
+	// master until the Sentinels reconfigure it (seconds later), where
+	// nobody releases any more. So no try is pipelined behind a BLPOP (it
 	// could take a lock on a server whose writes are about to be thrown
-	// away. Tries go through the user's client, which go-redis moves to
-	// the new master as the Sentinels announce it; a waiter whose BLPOP
-	// is still on the old master finds a release on the new one at the
-	// end of its slice.
-	sentinel bool
-	lanes    sync.WaitGroup // lane goroutines running
+	// away): tries go through the user's client, which go-redis moves to
+	// the new master as the Sentinels announce it. And while waits run,
+	// checkMaster compares the runtime's server with the user's client's
+	// every masterCheckEvery; once they differ the runtime retires.
+	sentinel  bool
+	quit      chan struct{}  // closed by stopCheck (shut): checkMaster returns
+	stopCheck func()         // closes quit once; nil without checkMaster
+	lanes     sync.WaitGroup // lane goroutines running, and checkMaster
 
 	// mu guards the fields below and those of every lane and Req of
 	// the runtime that say so. It is never held while sending.
@@ -88,6 +88,7 @@ type waitRuntime struct {
 	all     []*lane
 	running int // lanes whose goroutine runs
 	closed  bool
+	retired bool         // out of the registry: no new waiter; its waiters start again elsewhere (see retire)
 	idle    *time.Timer  // winds the runtime down after runtimeIdle
 	hooks   []redis.Hook // added to own (tests' seam, see AddHook)
 }
@@ -120,17 +121,89 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	if v, ok := runtimes.Load(k); ok {
 		return v.(*waitRuntime), nil
 	}
-	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == failoverAddr}
+	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == topology.FailoverAddr}
 	if opt.Addr != "" || opt.Dialer != nil {
 		ownPool(&opt, cluster)
 		rt.own = redis.NewClient(&opt)
 		rt.rc, rt.share = rt.own, true
 	}
+	check := rt.sentinel && rt.own != nil
+	if check {
+		rt.quit = make(chan struct{})
+		rt.stopCheck = sync.OnceFunc(func() { close(rt.quit) })
+		rt.lanes.Add(1)
+	}
 	v, loaded := runtimes.LoadOrStore(k, rt)
-	if loaded && rt.own != nil {
+	switch {
+	case loaded && rt.own != nil:
 		_ = rt.own.Close()
+	case check:
+		go rt.checkMaster()
 	}
 	return v.(*waitRuntime), nil
+}
+
+// masterCheckEvery is how often a Sentinel client's runtime with waits
+// compares its server with the one the user's client reaches.
+const masterCheckEvery = 500 * time.Millisecond
+
+// checkMaster retires rt once its server is not the one the user's client
+// reaches (a failover: see waitRuntime.sentinel), or does not answer: the
+// waits then start again on a new runtime, whose connections the Sentinels
+// send to the new master. It compares run_ids (INFO server) only while
+// lanes run; an INFO refused (an ACL) leaves the slices to find out.
+func (rt *waitRuntime) checkMaster() {
+	defer rt.lanes.Done()
+	tick := time.NewTicker(masterCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rt.quit:
+			return
+		case <-tick.C:
+		}
+		rt.mu.Lock()
+		busy := rt.running > 0
+		rt.mu.Unlock()
+		if busy && !rt.sameMaster() {
+			rt.retire()
+			return
+		}
+	}
+}
+
+// sameMaster reports whether rt's connections reach the server the user's
+// client does, or whether it cannot tell.
+func (rt *waitRuntime) sameMaster() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), masterCheckEvery)
+	defer cancel()
+	ours, err := topology.RunID(ctx, rt.own)
+	if err != nil {
+		return topology.IsReply(err) // hung or lost: retire
+	}
+	theirs, err := topology.RunID(ctx, rt.key.client)
+	return err != nil || ours == theirs
+}
+
+// retire takes rt out of the registry and wakes its BLPOPs: each of its
+// waiters has a round that ends with nothing (its waiter tries on the
+// user's client, then waits on the client's new runtime), and rt winds
+// down as soon as its lanes stop.
+func (rt *waitRuntime) retire() {
+	runtimes.CompareAndDelete(rt.key, rt)
+	rt.mu.Lock()
+	rt.retired = true
+	var lanes []*lane
+	var wakes []string
+	for _, ln := range rt.all {
+		if w := ln.wakeLocked(); w != "" {
+			lanes, wakes = append(lanes, ln), append(wakes, w)
+		}
+	}
+	rt.mu.Unlock()
+	for i, ln := range lanes {
+		ln.push(wakes[i])
+	}
 }
 
 // ownPool sets the pool options of a runtime's own client, whatever the
@@ -205,7 +278,7 @@ func On(ctx context.Context, client redis.UniversalClient, req *Req) (Round, err
 // its BLPOP so that it takes req in.
 func (rt *waitRuntime) enqueue(req *Req) error {
 	rt.mu.Lock()
-	if rt.closed {
+	if rt.closed || rt.retired {
 		rt.mu.Unlock()
 		return errRuntimeClosed
 	}
@@ -311,10 +384,14 @@ func (rt *waitRuntime) laneStoppedLocked() {
 	// options) has no connections to close, but winds down all the same:
 	// it must leave the registry, which would otherwise keep every such
 	// client for good. Test hooks pin a runtime (see AddHook).
-	if rt.running > 0 || rt.closed || len(rt.hooks) > 0 {
+	if rt.running > 0 || rt.closed || (len(rt.hooks) > 0 && !rt.retired) {
 		return
 	}
-	rt.idle = time.AfterFunc(time.Duration(runtimeIdle.Load()), rt.windDown)
+	idle := time.Duration(runtimeIdle.Load())
+	if rt.retired {
+		idle = 0
+	}
+	rt.idle = time.AfterFunc(idle, rt.windDown)
 }
 
 // windDown closes a runtime that has been idle for runtimeIdle. It is
@@ -348,6 +425,9 @@ func (rt *waitRuntime) close() {
 // shut does the work of close, once the runtime is marked closed.
 func (rt *waitRuntime) shut() {
 	runtimes.CompareAndDelete(rt.key, rt)
+	if rt.stopCheck != nil {
+		rt.stopCheck()
+	}
 	if rt.own != nil {
 		_ = rt.own.Close() // a BLPOP in flight fails at once
 	}

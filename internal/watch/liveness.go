@@ -2,11 +2,7 @@ package watch
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
@@ -54,7 +50,7 @@ func (t *tracker) waitKick(c *trackConns) {
 				t.pingReader(c)
 				return
 			}
-			if t.opt.Addr == failoverAddr && !t.stillMaster(c) {
+			if t.opt.Addr == topology.FailoverAddr && !t.stillMaster(c) {
 				return // run makes the connections again, through the Sentinels
 			}
 		case <-timer.C:
@@ -66,10 +62,6 @@ func (t *tracker) waitKick(c *trackConns) {
 		}
 	}
 }
-
-// failoverAddr is the Addr of the options of go-redis's Sentinel failover
-// client (NewFailoverClient): its dialer asks the Sentinels for the master.
-const failoverAddr = "FailoverClient"
 
 // stillMaster reports whether rd's server is still the one the caller's
 // client reaches, for a client that Sentinels manage: after a failover the
@@ -84,31 +76,17 @@ const failoverAddr = "FailoverClient"
 func (t *tracker) stillMaster(c *trackConns) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
-	ours, err := runID(ctx, c.rd)
+	ours, err := topology.RunID(ctx, c.rd)
 	if err != nil && !topology.IsReply(err) {
 		c.broken.Store(true) // hung, or lost
 		return false
 	}
-	theirs, err2 := runID(ctx, t.k.client)
+	theirs, err2 := topology.RunID(ctx, t.k.client)
 	if err != nil || err2 != nil || ours == theirs {
 		return true
 	}
 	c.broken.Store(true)
 	return false
-}
-
-// runID returns the run_id of the server c reaches.
-func runID(ctx context.Context, c redis.UniversalClient) (string, error) {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", errors.New("redislock: no run_id in INFO server")
 }
 
 // pingReader pings rd; a new connection (the old one was lost) has every
