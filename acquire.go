@@ -159,13 +159,16 @@ func (a *attempt) wait(ctx context.Context) error {
 		}
 	}
 	a.sent, a.res, a.popped, a.terr = wsent, w.res, w.popped, w.err
-	if !w.moving || a.terr != nil || a.res.status != wire.Busy {
+	busy := a.terr == nil && a.res.status == wire.Busy
+	passed := busy && a.popped && l.reg.poppedBusy(ctx, l)
+	if !busy || (!w.moving && !passed) {
 		a.pause = 0
 		return nil
 	}
 	// The slot is migrating: the BLPOP was redirected instead of blocking.
-	// Pause (the try came back busy) before waiting again, so as not to
-	// spin until the migration ends.
+	// Or the signal it popped was passed on: it may come straight back
+	// while the waiter it is for is not in BLPOP yet (or never will be:
+	// its process died). Pause before waiting again, so as not to spin.
 	a.pause = topology.Backoff(a.pause)
 	if !topology.Sleep(ctx, a.pause) {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, ctx.Err()))
