@@ -217,8 +217,8 @@ func TestShutdownStopsWaits(t *testing.T) {
 	otherDone := acquireAsync(ctx, other)
 	waitBlocked(t, s.Client(), 2)
 	redislock.Shutdown(c1)
-	if r := <-stoppedDone; !errors.Is(r.err, redis.ErrClosed) {
-		t.Fatalf("Acquire() waiting at Shutdown = %v, want redis.ErrClosed", r.err)
+	if r := <-stoppedDone; !errors.Is(r.err, redis.ErrClosed) || !strings.Contains(r.err.Error(), "Shutdown") {
+		t.Fatalf("Acquire() waiting at Shutdown = %v, want redis.ErrClosed, saying Shutdown closed it (the client is open)", r.err)
 	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 	for _, r := range ln.reqs {
 		switch {
 		case rt.closed:
-			r.res <- Round{Err: redis.ErrClosed, Gone: r.gone.Load()}
+			r.res <- Round{Err: ErrShutdown, Gone: r.gone.Load()}
 		case r.gone.Load():
 			r.res <- Round{Gone: true}
 		case rt.retired: // its waiter tries, then waits elsewhere
@@ -229,7 +229,7 @@ func (ln *lane) finish(solo *Req, ctl string, pop, try *redis.Cmd, culprits map[
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if perr != nil && rt.closed {
-		perr = redis.ErrClosed // not the closed connection's own error: the caller's client is fine
+		perr = ErrShutdown // not the closed connection's own error: the caller's client is fine
 	}
 	stale = ln.wakeDoneLocked(key, ctl)
 	keep := ln.reqs[:0]

@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -56,6 +57,11 @@ type runtimeKey struct {
 	client redis.UniversalClient
 	addr   string // the node's, on a cluster; "" otherwise
 }
+
+// ErrShutdown ends a wait in Redis when its runtime is closed (the root's
+// Shutdown): it matches redis.ErrClosed, and says that the user's client
+// itself is open.
+var ErrShutdown = fmt.Errorf("redislock: waiting shut down by Shutdown (the client is open): %w", redis.ErrClosed)
 
 // errRuntimeClosed is what enqueue says of a runtime that was closed
 // (idle, or Close) after the waiter found it: take a new one.
