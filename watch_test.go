@@ -595,11 +595,26 @@ func TestWatchReconnectsWithoutGoRedisLogs(t *testing.T) {
 				t.Fatal(err)
 			}
 			lostWithin(t, l, 5*time.Second, redislock.ErrTakenOver, "a takeover after the watch reconnected")
-			if got := logs(); len(got) > 0 {
+			if got := ours(logs(), s.Addr); len(got) > 0 {
 				t.Fatalf("go-redis printed %d lines to its log, want none:\n%s", len(got), strings.Join(got, "\n"))
 			}
 		})
 	}
+}
+
+// ours leaves out of lines those that the clients of earlier tests print
+// as they wind down (go-redis's log is the process's): those of Sentinel
+// clients, which the test has none of, and those naming another server
+// than addr.
+func ours(lines []string, addr string) []string {
+	var out []string
+	for _, l := range lines {
+		other := strings.Contains(l, "127.0.0.1:") && !strings.Contains(l, addr)
+		if !strings.HasPrefix(l, "sentinel: ") && !other {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // captureGoRedisLog makes go-redis's log (redis.SetLogger, process-wide)
