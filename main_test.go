@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/go-redis-lock/redislock"
@@ -17,6 +18,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(workerEnv); mode != "" {
 		os.Exit(runWorker(mode))
 	}
+	// go-redis's log is a variable it reads unsynchronised: set it once,
+	// before any client runs (see captureGoRedisLog).
+	redis.SetLogger(goRedisLog)
 	os.Exit(leakcheck.Run(m))
 }
 

@@ -617,37 +617,46 @@ func ours(lines []string, addr string) []string {
 	return out
 }
 
-// captureGoRedisLog makes go-redis's log (redis.SetLogger, process-wide)
-// a buffer until t ends, and returns what it holds.
+// captureGoRedisLog records what go-redis prints to its log until t ends,
+// and returns what it holds. go-redis's log is goRedisLog for the whole
+// run (TestMain sets it): swapping it while other tests' clients print
+// would be a data race.
 func captureGoRedisLog(t *testing.T) func() []string {
-	l := &lineLog{}
-	redis.SetLogger(l)
-	t.Cleanup(func() { redis.SetLogger(stderrLog{}) })
-	return l.lines
+	goRedisLog.mu.Lock()
+	goRedisLog.capturing, goRedisLog.buf = true, nil
+	goRedisLog.mu.Unlock()
+	t.Cleanup(func() {
+		goRedisLog.mu.Lock()
+		goRedisLog.capturing, goRedisLog.buf = false, nil
+		goRedisLog.mu.Unlock()
+	})
+	return goRedisLog.lines
 }
 
+// goRedisLog prints go-redis's log to stderr, as go-redis's own does,
+// and keeps its lines while a test captures them.
+var goRedisLog = &lineLog{}
+
 type lineLog struct {
-	mu  sync.Mutex
-	buf []string
+	mu        sync.Mutex
+	capturing bool
+	buf       []string
 }
 
 func (l *lineLog) Printf(_ context.Context, format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	fmt.Fprintln(os.Stderr, line)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, fmt.Sprintf(format, v...))
+	if l.capturing {
+		l.buf = append(l.buf, line)
+	}
 }
 
 func (l *lineLog) lines() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.buf...)
-}
-
-// stderrLog is go-redis's default log, restored after a capture.
-type stderrLog struct{}
-
-func (stderrLog) Printf(_ context.Context, format string, v ...any) {
-	fmt.Fprintf(os.Stderr, format+"\n", v...)
 }
 
 // The connections the library adds to a client follow its TLS options:
