@@ -271,6 +271,10 @@ func TestLogRenewalFailureAndGiveback(t *testing.T) {
 type recorder struct {
 	mu     sync.Mutex
 	events []any
+	// refusals are the WatchRefused events, kept apart: they come from
+	// the watch's goroutine at any moment (on miniredis, which refuses
+	// the watch, after every first acquire), between the others.
+	refusals []redislock.WatchRefusedEvent
 }
 
 type ctxMark struct{}
@@ -317,8 +321,12 @@ func (r *recorder) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
 	}
 	r.add(e)
 }
-func (r *recorder) HoldEnd(e redislock.HoldEndEvent)           { r.add(e) }
-func (r *recorder) WatchRefused(e redislock.WatchRefusedEvent) { r.add(e) }
+func (r *recorder) HoldEnd(e redislock.HoldEndEvent) { r.add(e) }
+func (r *recorder) WatchRefused(e redislock.WatchRefusedEvent) {
+	r.mu.Lock()
+	r.refusals = append(r.refusals, e)
+	r.mu.Unlock()
+}
 
 func (r *recorder) take() []any {
 	r.mu.Lock()

@@ -268,12 +268,9 @@ func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	logs.find(t, "redis_lock.watch", slog.LevelWarn, "key watch refused")
-	var refusals []redislock.WatchRefusedEvent
-	for _, e := range obs.take() {
-		if r, ok := e.(redislock.WatchRefusedEvent); ok {
-			refusals = append(refusals, r)
-		}
-	}
+	obs.mu.Lock()
+	refusals := obs.refusals
+	obs.mu.Unlock()
 	if len(refusals) != 1 || refusals[0].Key != holder.Key() || !strings.Contains(fmt.Sprint(refusals[0].Err), "NOPERM") {
 		t.Fatalf("the observer's WatchRefused events = %+v, want one for %s with the NOPERM refusal", refusals, holder.Key())
 	}
