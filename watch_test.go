@@ -314,15 +314,7 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 		fail   func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
 	}{
 		{"SENTINEL FAILOVER", 2 * time.Second, func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
-			c := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
-			defer c.Close()
-			within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
-				r, err := c.Replicas(context.Background(), redistest.MasterName).Result()
-				return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
-			})
-			if err := c.Failover(context.Background(), redistest.MasterName).Err(); err != nil {
-				t.Fatal(err)
-			}
+			sentinelFailover(t, ss)
 		}},
 		{"old master hangs", 4 * time.Second, func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
 			primary.Pause()
@@ -460,15 +452,7 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 		fail func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
 	}{
 		{"SENTINEL FAILOVER", func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
-			c := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
-			defer c.Close()
-			within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
-				r, err := c.Replicas(context.Background(), redistest.MasterName).Result()
-				return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
-			})
-			if err := c.Failover(context.Background(), redistest.MasterName).Err(); err != nil {
-				t.Fatal(err)
-			}
+			sentinelFailover(t, ss)
 		}},
 		{"old master hangs", func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
 			primary.Pause()
@@ -490,12 +474,7 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			// go-redis's default retries: a waiter whose BLPOP was cut off
 			// tries on the client, which retries as it is told (without
 			// retries the error is returned instead, see afterRound).
-			c := redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName:    redistest.MasterName,
-				SentinelAddrs: ss.Addrs(),
-				DialTimeout:   200 * time.Millisecond,
-			})
-			t.Cleanup(func() { c.Close() })
+			c := retryingFailoverClient(t, ss)
 			w := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 			got := acquireAsync(ctx, w)
 			within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
@@ -724,27 +703,14 @@ func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
 	if n, err := old.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT = %d, %v: the replica does not have the key", n, err)
 	}
-	c := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    redistest.MasterName,
-		SentinelAddrs: ss.Addrs(),
-		DialTimeout:   200 * time.Millisecond,
-	})
-	t.Cleanup(func() { c.Close() })
+	c := retryingFailoverClient(t, ss)
 	w := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 	got := acquireAsync(ctx, w)
 	within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
 		k, _ := waitingConns(t, old)
 		return k >= 1
 	})
-	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
-	defer sc.Close()
-	within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
-		r, err := sc.Replicas(ctx, redistest.MasterName).Result()
-		return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
-	})
-	if err := sc.Failover(ctx, redistest.MasterName).Err(); err != nil {
-		t.Fatal(err)
-	}
+	sentinelFailover(t, ss)
 	awaitFailover(t, ss, replica.Addr)
 	// The old master, not yet reconfigured, frees the lock; the new one
 	// still has it held.
@@ -768,5 +734,33 @@ func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
 	}
 	if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
 		t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
+	}
+}
+
+// retryingFailoverClient is failoverClient with go-redis's default
+// retries: a waiter whose BLPOP was cut off tries on the client, which
+// retries as it is told.
+func retryingFailoverClient(t *testing.T, ss *redistest.Sentinels) *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redistest.MasterName,
+		SentinelAddrs: ss.Addrs(),
+		DialTimeout:   200 * time.Millisecond,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sentinelFailover has the Sentinels fail the master over (SENTINEL
+// FAILOVER) once they see its replica in sync; awaitFailover waits for it.
+func sentinelFailover(t *testing.T, ss *redistest.Sentinels) {
+	t.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: ss.Addrs()[0]})
+	defer c.Close()
+	within(t, 15*time.Second, "the Sentinel may promote the replica", func() bool {
+		r, err := c.Replicas(context.Background(), redistest.MasterName).Result()
+		return err == nil && len(r) > 0 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
+	})
+	if err := c.Failover(context.Background(), redistest.MasterName).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
