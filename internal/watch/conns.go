@@ -342,6 +342,11 @@ func (c *trackConns) pongOverdue() bool {
 // read, or, on a connection that does not answer, closing it does.
 func stopReceiver(c *trackConns, done chan struct{}) {
 	c.stopping.Store(true)
+	if c.pongOverdue() { // a ping went unanswered: no other will be
+		_ = c.ps.Close()
+		<-done
+		return
+	}
 	if !c.subLost.Load() { // else the receiver has returned or is about to
 		ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 		_ = c.ps.Ping(ctx)

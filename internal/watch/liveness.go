@@ -14,6 +14,10 @@ import (
 // connection. After idlePing without any work, rd is pinged, which finds
 // a connection lost without a word.
 func (t *tracker) waitKick(c *trackConns) {
+	if c.pongOverdue() { // checked here too: kicks may come more often than peekEvery
+		c.broken.Store(true)
+		return
+	}
 	late, next := t.overdue()
 	if closed, _ := c.rdClosed(); late || closed {
 		if late {

@@ -314,7 +314,10 @@ func (t *tracker) expectBegin(key string) {
 	// Only a tracked key's change is reported: one not read yet (a new
 	// hold's, see armDelay) or not read again since its last invalidation
 	// has nothing to expect; its read is on its way.
-	if t.tracked[key] {
+	// A change made while an earlier one's invalidation is still due
+	// keeps that deadline: were it moved on, a holder that renews more
+	// often than expectWithin would never find a dead subscriber.
+	if _, due := t.expect[key]; t.tracked[key] && !due {
 		t.expect[key] = time.Time{} // pending: no deadline until the reply
 	}
 }
