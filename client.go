@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/go-redis-lock/redislock/internal/topology"
 	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/watch"
 	"github.com/go-redis-lock/redislock/internal/wire"
@@ -27,10 +26,6 @@ func checkName(ks wire.Scheme, name string) error {
 	}
 	return nil
 }
-
-// topologyPatience bounds how long one call retries the replies of a
-// changing topology (see internal/topology; a variable for the tests).
-var topologyPatience = topology.DefaultPatience
 
 // errRing says why a Ring is refused.
 var errRing = errors.New("a go-redis Ring shards keys by its own hash; use a *redis.Client per node, or a ClusterClient")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/registry"
 	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/watch"
 )
@@ -15,12 +16,10 @@ func Watched(l *Lock) bool {
 	return h != nil && h.watched()
 }
 
-// SetTopologyPatience sets how long a call retries topology replies, until
-// the test ends.
-func SetTopologyPatience(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := topologyPatience
-	topologyPatience = d
-	t.Cleanup(func() { topologyPatience = old })
+// SetTopologyPatience sets how long a call on client retries topology
+// replies, until the test ends.
+func SetTopologyPatience(t interface{ Cleanup(func()) }, client redis.UniversalClient, d time.Duration) {
+	t.Cleanup(registry.Tune(client, registry.Tuning{Patience: d}))
 }
 
 // LocalDeadline returns the local validity deadline of l's current hold
@@ -36,17 +35,18 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 	return h.expires, h.err != nil
 }
 
-// TrackerPokes returns how many times trackers were poked so far.
-func TrackerPokes() int64 { return watch.Count().Pokes }
+// TrackerPokes returns how many times client's trackers were poked so far.
+func TrackerPokes(client redis.UniversalClient) int64 { return watch.Count(client).Pokes }
 
-// TrackerRounds counts the rounds of every tracker's goroutine (one per wake-up).
-func TrackerRounds() int64 { return watch.Count().Rounds }
+// TrackerRounds counts the rounds of client's trackers' goroutines (one per
+// wake-up).
+func TrackerRounds(client redis.UniversalClient) int64 { return watch.Count(client).Rounds }
 
 // WaitQueues returns how many local wait queues the process holds.
 func WaitQueues() int { return wait.Queues() }
 
-// TrackerWakeFires counts the firings of every tracker's wake timer.
-func TrackerWakeFires() int64 { return watch.Count().WakeFires }
+// TrackerWakeFires counts the firings of client's trackers' wake timers.
+func TrackerWakeFires(client redis.UniversalClient) int64 { return watch.Count(client).WakeFires }
 
 // TrackerChurnWake returns the wake timer's pause of client's trackers
 // (the longest, on a cluster): zero while holds do not come and go.
@@ -66,11 +66,10 @@ func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
 // RefusesTracking is watch.Refuses: whether err switches the key watch off.
 var RefusesTracking = watch.Refuses
 
-// SetRuntimeIdle sets how long a wait runtime keeps its connections after
-// its last wait, until the test ends.
-func SetRuntimeIdle(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := wait.SetIdle(d)
-	t.Cleanup(func() { wait.SetIdle(old) })
+// SetRuntimeIdle sets how long client's wait runtimes keep their
+// connections after their last wait, until the test ends.
+func SetRuntimeIdle(t interface{ Cleanup(func()) }, client redis.UniversalClient, d time.Duration) {
+	t.Cleanup(registry.Tune(client, registry.Tuning{Idle: d}))
 }
 
 // HasWaitRuntime reports whether client has a wait runtime.

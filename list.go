@@ -65,7 +65,7 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 			info LockInfo
 			held bool
 		)
-		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+		err := topology.Do(ctx, client, func() (err error) {
 			info, held, err = readInfo(ctx, client, name, ks.LockKey(name))
 			return err
 		})

@@ -210,7 +210,7 @@ func (l *core) releaseID(h *hold) string {
 // A topology reply (TRYAGAIN for the whole time the lock's slot migrates:
 // the script touches two keys) is retried within ctx (see topology.Do).
 func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, unanswered bool, err error) {
-	r := topology.Retry{Patience: topologyPatience}
+	var r topology.Retry
 	for {
 		sha := &countedArg{s: own}
 		if l.releaseCmd != nil { // built once: a copy with the id is all a send allocates

@@ -53,7 +53,7 @@ func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *
 		}
 	}
 	if !a.on() {
-		_ = topology.Do(ctx, client, topologyPatience, func() error {
+		_ = topology.Do(ctx, client, func() error {
 			cmd = s.Run(ctx, client, keys, args...)
 			fallBack(cmd.Err())
 			return cmd.Err()
@@ -61,7 +61,7 @@ func (a replicaAck) runOr(ctx context.Context, client redis.UniversalClient, s *
 		return cmd, nil
 	}
 	var r topology.Route
-	_ = topology.Do(ctx, client, topologyPatience, func() error {
+	_ = topology.Do(ctx, client, func() error {
 		n, asking, done, err := r.Node(ctx, client, keys[0])
 		if err != nil {
 			cmd = redis.NewCmd(ctx)

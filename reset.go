@@ -21,7 +21,7 @@ const scanCount = 1000
 // a free lock still pushes a wake-up signal, which does no harm.
 func (l *Lock) Reset(ctx context.Context) error {
 	var deleted int
-	err := topology.Do(ctx, l.client, topologyPatience, func() (err error) {
+	err := topology.Do(ctx, l.client, func() (err error) {
 		deleted, err = wire.Reset.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
 		return err
 	})
@@ -64,7 +64,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 	err = eachLockKey(ctx, client, ks, "*", func(ctx context.Context, name string) error {
 		keys := []string{ks.LockKey(name), ks.SignalKey(name), ks.TurnKey(name)}
 		var deleted int
-		err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+		err := topology.Do(ctx, client, func() (err error) {
 			deleted, err = wire.Reset.Run(ctx, client, keys, signalExpireMS, turnMS).Int()
 			return err
 		})

@@ -32,7 +32,7 @@ func (rw *RWMutex) Info(ctx context.Context) (RWInfo, error) {
 
 func readRWInfo(ctx context.Context, client redis.UniversalClient, keys []string) (RWInfo, error) {
 	var vals []any
-	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+	err := topology.Do(ctx, client, func() (err error) {
 		vals, err = wire.RWInfo.Run(ctx, client, keys).Slice()
 		return err
 	})
@@ -82,7 +82,7 @@ func (rw *RWMutex) Reset(ctx context.Context) (int, error) {
 
 func resetRWMutex(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
-	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+	err := topology.Do(ctx, client, func() (err error) {
 		n, err = wire.RWReset.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})

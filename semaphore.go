@@ -231,7 +231,7 @@ func (s *Semaphore) Holders(ctx context.Context) (holders []Holder, size int, er
 // readHolders runs the holders script on the semaphore keys.
 func readHolders(ctx context.Context, client redis.UniversalClient, keys []string) ([]Holder, int, error) {
 	var vals []any
-	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+	err := topology.Do(ctx, client, func() (err error) {
 		vals, err = wire.SemHolders.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
 		return err
 	})
@@ -271,7 +271,7 @@ func (s *Semaphore) Reset(ctx context.Context) (int, error) {
 
 func resetSemaphore(ctx context.Context, client redis.UniversalClient, keys []string, signalExpireMS string) (int, error) {
 	var n int
-	err := topology.Do(ctx, client, topologyPatience, func() (err error) {
+	err := topology.Do(ctx, client, func() (err error) {
 		n, err = wire.SemReset.Run(ctx, client, keys, signalExpireMS).Int()
 		return err
 	})

@@ -113,7 +113,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 			// turn keys a plain acquire has one key, which the importing
 			// node serves (a fenced one has two, and is retried).
 			soloCmd, soloArgs := l.prepared(in, solo, q)
-			_ = topology.Do(ctx, l.client, topologyPatience, func() error {
+			_ = topology.Do(ctx, l.client, func() error {
 				cmd = wire.RunPrepared(ctx, l.client, soloCmd, l.scripts.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
 			})

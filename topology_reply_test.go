@@ -152,12 +152,12 @@ func TestFencedAcquireRetriesTryAgain(t *testing.T) {
 }
 
 // A call whose context has no deadline retries a topology reply no longer
-// than topologyPatience (10 s; 500 ms here): a resharding that died
+// than its patience (10 s; 500 ms here): a resharding that died
 // halfway leaves a slot migrating for ever. Then it returns the reply.
 func TestTopologyRetryGivesUp(t *testing.T) {
-	redislock.SetTopologyPatience(t, 500*time.Millisecond)
 	b := miniBackend(t)
 	c := b.client()
+	redislock.SetTopologyPatience(t, c, 500*time.Millisecond)
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 	var refused atomic.Int32
 	c.AddHook(refuse(func(cmd redis.Cmder) bool { return scriptOf(cmd) == "acquire" }, tryAgain, nil, &refused))

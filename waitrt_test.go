@@ -246,7 +246,6 @@ func TestShutdownStopsWaits(t *testing.T) {
 // run on the client itself), which has no connections to close: it stayed
 // in the registry, keeping every such client for good.
 func TestWaitRuntimeWindsDown(t *testing.T) {
-	redislock.SetRuntimeIdle(t, 200*time.Millisecond)
 	s := redistest.Start(t)
 	t.Run("client", func(t *testing.T) { waitRuntimeWindsDown(t, s, s.Client()) })
 	t.Run("wrapper", func(t *testing.T) { waitRuntimeWindsDown(t, s, wrapperClient{s.Client()}) })
@@ -256,6 +255,7 @@ func TestWaitRuntimeWindsDown(t *testing.T) {
 type wrapperClient struct{ redis.UniversalClient }
 
 func waitRuntimeWindsDown(t *testing.T, s *redistest.Server, c redis.UniversalClient) {
+	redislock.SetRuntimeIdle(t, c, 200*time.Millisecond)
 	ctx := ctxT(t)
 	admin := s.Client()
 	// No key watch: its connections would come and go too.

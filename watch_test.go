@@ -69,15 +69,16 @@ func watchSurvivesLoading(t *testing.T, s *redistest.Server) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := watchedHold(t, ctx, s.Client(), "job")
+	c := s.Client()
+	l := watchedHold(t, ctx, c, "job")
 	if err := admin.Save(ctx).Err(); err != nil { // the lock key survives the restart
 		t.Fatal(err)
 	}
 	// The server is down until the watch tries to reconnect, so that
 	// it tries again while the server loads.
 	s.Kill()
-	rounds := redislock.TrackerRounds()
-	within(t, 10*time.Second, "the watch tries to reconnect", func() bool { return redislock.TrackerRounds() >= rounds+2 })
+	rounds := redislock.TrackerRounds(c)
+	within(t, 10*time.Second, "the watch tries to reconnect", func() bool { return redislock.TrackerRounds(c) >= rounds+2 })
 	s.Restart() // returns once the server answers PING: after 1.5 s of LOADING
 	if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -617,10 +618,11 @@ func TestWatchReconnectsWithoutGoRedisLogs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := watchedHold(t, ctx, s.Client(), "job-"+strings.ReplaceAll(tc.name, " ", "-"))
-			rounds := redislock.TrackerRounds()
+			c := s.Client()
+			l := watchedHold(t, ctx, c, "job-"+strings.ReplaceAll(tc.name, " ", "-"))
+			rounds := redislock.TrackerRounds(c)
 			tc.drop(t)
-			within(t, 10*time.Second, "the watch reconnects", func() bool { return redislock.TrackerRounds() >= rounds+2 })
+			within(t, 10*time.Second, "the watch reconnects", func() bool { return redislock.TrackerRounds(c) >= rounds+2 })
 			if err := admin.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}

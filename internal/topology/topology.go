@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
 // DefaultPatience bounds how long one call retries the replies above,
@@ -108,11 +110,8 @@ func Is(err error) bool {
 	return k != None
 }
 
-// Retry paces the retries of one call (see Do).
+// Retry paces the retries of one call (see Do). Its zero value is ready.
 type Retry struct {
-	// Patience bounds how long one call retries (DefaultPatience when 0).
-	Patience time.Duration
-
 	start time.Time
 	wait  time.Duration
 }
@@ -135,9 +134,9 @@ func (r *Retry) Again(ctx context.Context, client redis.UniversalClient, err err
 		r.start = time.Now()
 	}
 	r.wait = Backoff(r.wait)
-	patience := r.Patience
-	if patience == 0 {
-		patience = DefaultPatience
+	patience := DefaultPatience
+	if d := registry.TuningOf(client).Patience; d > 0 { // a test's
+		patience = d
 	}
 	if time.Since(r.start)+r.wait > patience {
 		return false
@@ -145,10 +144,10 @@ func (r *Retry) Again(ctx context.Context, client redis.UniversalClient, err err
 	return Sleep(ctx, r.wait)
 }
 
-// Do calls op until its error is no topology reply, within ctx
-// and patience (see Retry). It returns op's last error.
-func Do(ctx context.Context, client redis.UniversalClient, patience time.Duration, op func() error) error {
-	r := Retry{Patience: patience}
+// Do calls op until its error is no topology reply, within ctx and
+// DefaultPatience (see Retry). It returns op's last error.
+func Do(ctx context.Context, client redis.UniversalClient, op func() error) error {
+	var r Retry
 	for {
 		err := op()
 		if !r.Again(ctx, client, err) {

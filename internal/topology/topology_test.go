@@ -5,6 +5,10 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
 type testReply string
@@ -52,14 +56,17 @@ func TestRetryGivesUp(t *testing.T) {
 		{"nil", nil, 1},
 	} {
 		n := 0
-		err := Do(ctx, nil, time.Second, func() error { n++; return c.err })
+		err := Do(ctx, nil, func() error { n++; return c.err })
 		if n != c.want || !errors.Is(err, c.err) {
 			t.Errorf("%s: %d calls, %v; want %d, %v", c.name, n, err, c.want, c.err)
 		}
 	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialed
+	defer client.Close()
+	defer registry.Tune(client, registry.Tuning{Patience: 50 * time.Millisecond})()
 	n := 0
 	start := time.Now()
-	err := Do(ctx, nil, 50*time.Millisecond, func() error { n++; return tryAgain })
+	err := Do(ctx, client, func() error { n++; return tryAgain })
 	if err != tryAgain || n < 2 {
 		t.Fatalf("Do(TRYAGAIN until patience) = %v after %d calls; want the reply, after several", err, n)
 	}
@@ -69,7 +76,7 @@ func TestRetryGivesUp(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	n = 0
-	if err := Do(cctx, nil, time.Minute, func() error { n++; return tryAgain }); err != tryAgain || n != 1 {
+	if err := Do(cctx, nil, func() error { n++; return tryAgain }); err != tryAgain || n != 1 {
 		t.Fatalf("Do with a cancelled ctx = %v after %d calls; want the reply, after 1", err, n)
 	}
 }

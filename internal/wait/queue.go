@@ -1,25 +1,19 @@
 package wait
 
 import (
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
-// waitQueues holds a queue per (client, lock key) while someone waits in it.
-var waitQueues sync.Map // queueKey -> *Queue
-
-type queueKey struct {
-	client redis.UniversalClient
-	key    string
-}
-
-// Queue is the FIFO of the local waiters of one (client, lock key).
+// Queue is the FIFO of the local waiters of one (client, lock key). The
+// registry holds it while someone waits in it.
 type Queue struct {
-	qk queueKey
+	qk registry.Key
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -44,8 +38,8 @@ type Ticket struct {
 // Ticket's turn channel is closed at once if it is the only one. A client
 // whose type cannot be a map key gets a queue of its own for each waiter.
 func Join(client redis.UniversalClient, key string) *Ticket {
-	qk := queueKey{client: client, key: key}
-	if !reflect.TypeOf(client).Comparable() {
+	qk := registry.Key{Kind: registry.Queue, Client: client, Sub: key}
+	if !registry.Keyable(client) {
 		q := &Queue{qk: qk, dead: true}
 		t := &Ticket{q: q, turn: make(chan struct{})}
 		q.waiters = []*Ticket{t}
@@ -53,7 +47,7 @@ func Join(client redis.UniversalClient, key string) *Ticket {
 		return t
 	}
 	for {
-		v, _ := waitQueues.LoadOrStore(qk, &Queue{qk: qk})
+		v, _ := registry.LoadOrStore(qk, &Queue{qk: qk})
 		q := v.(*Queue)
 		q.mu.Lock()
 		if q.dead {
@@ -93,7 +87,7 @@ func (t *Ticket) Leave(expires time.Time, acquired bool) (emptied bool) {
 	}
 	if len(q.waiters) == 0 && !q.dead {
 		q.dead = true
-		waitQueues.CompareAndDelete(q.qk, q)
+		registry.CompareAndDelete(q.qk, q)
 	}
 	return len(q.waiters) == 0
 }

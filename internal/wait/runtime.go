@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/registry"
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
@@ -42,21 +43,8 @@ const (
 )
 
 // runtimeIdle is how long a runtime keeps its connections after its last
-// wait ended: 30 s (settable by tests only, while other tests run).
-var runtimeIdle = func() *atomic.Int64 {
-	var d atomic.Int64
-	d.Store(int64(30 * time.Second))
-	return &d
-}()
-
-// runtimes holds one wait runtime per (user client, node): the package's
-// registry of the connections and goroutines it adds to a client.
-var runtimes sync.Map // runtimeKey -> *waitRuntime
-
-type runtimeKey struct {
-	client redis.UniversalClient
-	addr   string // the node's, on a cluster; "" otherwise
-}
+// wait ended (a test may tune it per client: registry.Tuning).
+const runtimeIdle = 30 * time.Second
 
 // ErrShutdown ends a wait in Redis when its runtime is closed (the root's
 // Shutdown): it matches redis.ErrClosed, and says that the user's client
@@ -69,7 +57,7 @@ var errRuntimeClosed = errors.New("redislock: wait runtime closed")
 
 // A waitRuntime runs the waits of one user client on one node.
 type waitRuntime struct {
-	key     runtimeKey
+	key     registry.Key          // in the registry: one runtime per (user client, node)
 	rc      redis.UniversalClient // what waits are sent on
 	own     *redis.Client         // rc, when it is the runtime's own; nil: the user's client (see runtimeFor)
 	share   bool                  // several waiters may share a lane
@@ -106,7 +94,7 @@ type waitRuntime struct {
 // (a wrapper of the caller's) cannot be copied: its waits go through it,
 // one lane each, as they would without a runtime.
 func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (*waitRuntime, error) {
-	k := runtimeKey{client: client}
+	k := registry.Key{Kind: registry.Runtime, Client: client}
 	var opt redis.Options
 	cluster := false
 	switch c := client.(type) {
@@ -116,15 +104,15 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 			return nil, err
 		}
 		opt, cluster = *node.Options(), true
-		k.addr = opt.Addr
+		k.Sub = opt.Addr
 	case interface{ Options() *redis.Options }:
 		opt = *c.Options()
 	default:
-		if !reflect.TypeOf(client).Comparable() {
+		if !registry.Keyable(client) {
 			return &waitRuntime{rc: client}, nil // not kept: a key of the registry must be comparable
 		}
 	}
-	if v, ok := runtimes.Load(k); ok {
+	if v, ok := registry.Load(k); ok {
 		return v.(*waitRuntime), nil
 	}
 	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == topology.FailoverAddr}
@@ -139,7 +127,7 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 		rt.stopCheck = sync.OnceFunc(func() { close(rt.quit) })
 		rt.lanes.Add(1)
 	}
-	v, loaded := runtimes.LoadOrStore(k, rt)
+	v, loaded := registry.LoadOrStore(k, rt)
 	switch {
 	case loaded && rt.own != nil:
 		_ = rt.own.Close()
@@ -187,7 +175,7 @@ func (rt *waitRuntime) sameMaster() bool {
 	if err != nil {
 		return topology.IsReply(err) // hung or lost: retire
 	}
-	theirs, err := topology.RunID(ctx, rt.key.client)
+	theirs, err := topology.RunID(ctx, rt.key.Client)
 	return err != nil || ours == theirs
 }
 
@@ -196,7 +184,7 @@ func (rt *waitRuntime) sameMaster() bool {
 // user's client, then waits on the client's new runtime), and rt winds
 // down as soon as its lanes stop.
 func (rt *waitRuntime) retire() {
-	runtimes.CompareAndDelete(rt.key, rt)
+	registry.CompareAndDelete(rt.key, rt)
 	rt.mu.Lock()
 	rt.retired = true
 	var lanes []*lane
@@ -393,7 +381,10 @@ func (rt *waitRuntime) laneStoppedLocked() {
 	if rt.running > 0 || rt.closed || (len(rt.hooks) > 0 && !rt.retired) {
 		return
 	}
-	idle := time.Duration(runtimeIdle.Load())
+	idle := runtimeIdle
+	if d := registry.TuningOf(rt.key.Client).Idle; d > 0 {
+		idle = d
+	}
 	if rt.retired {
 		idle = 0
 	}
@@ -430,7 +421,7 @@ func (rt *waitRuntime) close() {
 
 // shut does the work of close, once the runtime is marked closed.
 func (rt *waitRuntime) shut() {
-	runtimes.CompareAndDelete(rt.key, rt)
+	registry.CompareAndDelete(rt.key, rt)
 	if rt.stopCheck != nil {
 		rt.stopCheck()
 	}
@@ -444,8 +435,8 @@ func (rt *waitRuntime) shut() {
 // at that moment ends with an error matching redis.ErrClosed; a wait
 // started later makes a new runtime.
 func Close(ours func(redis.UniversalClient) bool) {
-	runtimes.Range(func(k, v any) bool {
-		if ours(k.(runtimeKey).client) {
+	registry.Range(registry.Runtime, func(k registry.Key, v any) bool {
+		if ours(k.Client) {
 			v.(*waitRuntime).close()
 		}
 		return true

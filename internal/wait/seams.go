@@ -2,9 +2,10 @@ package wait
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
 // Seams for tests, the root package's included: they read or adjust the
@@ -13,7 +14,7 @@ import (
 // Queues returns how many local wait queues the process holds.
 func Queues() int {
 	n := 0
-	waitQueues.Range(func(_, _ any) bool { n++; return true })
+	registry.Range(registry.Queue, func(registry.Key, any) bool { n++; return true })
 	return n
 }
 
@@ -35,17 +36,11 @@ func AddHook(client redis.UniversalClient, hook redis.Hook) error {
 	return nil
 }
 
-// SetIdle sets how long a runtime keeps its connections after its last
-// wait, and returns the previous value.
-func SetIdle(d time.Duration) (old time.Duration) {
-	return time.Duration(runtimeIdle.Swap(int64(d)))
-}
-
 // HasRuntime reports whether client has a wait runtime.
 func HasRuntime(client redis.UniversalClient) bool {
 	found := false
-	runtimes.Range(func(k, _ any) bool {
-		found = found || k.(runtimeKey).client == client
+	registry.Range(registry.Runtime, func(k registry.Key, _ any) bool {
+		found = found || k.Client == client
 		return !found
 	})
 	return found

@@ -34,5 +34,6 @@
 // deadline still end every hold in time.
 //
 // Lock order: a tracker's mu, then a Watch's mu (the tracker clears a
-// Watch's tracker under its own lock); idleMu is never held with either.
+// Watch's tracker under its own lock). Two trackers' mu are never held
+// together.
 package watch

@@ -14,18 +14,8 @@ import (
 // connection. After idlePing without any work, rd is pinged, which finds
 // a connection lost without a word.
 func (t *tracker) waitKick(c *trackConns) {
-	if c.pongOverdue() { // checked here too: kicks may come more often than peekEvery
-		c.broken.Store(true)
-		return
-	}
-	late, next := t.overdue()
-	if closed, _ := c.rdClosed(); late || closed {
-		if late {
-			// Our own change brought no invalidation: is the
-			// subscriber still there? (See the peek below.)
-			c.pingSub()
-		}
-		t.markAll()
+	next, work := t.workNow(c)
+	if work {
 		return
 	}
 	wait := idlePing
@@ -67,6 +57,29 @@ func (t *tracker) waitKick(c *trackConns) {
 	}
 }
 
+// workNow looks, before waitKick waits, for what it would find while
+// waiting: the subscriber's ping unanswered (looked at here too: kicks may
+// come more often than peekEvery), an expected invalidation late, a reader
+// connection closed. It reports whether there is work for run now, and
+// otherwise when the next expected invalidation is due (zero: none).
+func (t *tracker) workNow(c *trackConns) (next time.Time, work bool) {
+	if c.pongOverdue() {
+		c.broken.Store(true)
+		return time.Time{}, true
+	}
+	late, next := t.overdue()
+	if closed, _ := c.rdClosed(); late || closed {
+		if late {
+			// Our own change brought no invalidation: is the
+			// subscriber still there? (See the peek in waitKick.)
+			c.pingSub()
+		}
+		t.markAll()
+		return time.Time{}, true
+	}
+	return next, false
+}
+
 // stillMaster reports whether rd's server is still the one the caller's
 // client reaches, for a client that Sentinels manage: after a failover the
 // watch's connections still go to the old master (a replica soon, or
@@ -85,7 +98,7 @@ func (t *tracker) stillMaster(c *trackConns) bool {
 		c.broken.Store(true) // hung, or lost
 		return false
 	}
-	theirs, err2 := topology.RunID(ctx, t.k.client)
+	theirs, err2 := topology.RunID(ctx, t.k.Client)
 	if err != nil || err2 != nil || ours == theirs {
 		return true
 	}

@@ -2,20 +2,12 @@ package watch
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
-
-// trackers holds one tracker per (user client, node).
-var trackers sync.Map // trackerKey -> *tracker
-
-type trackerKey struct {
-	client redis.UniversalClient
-	addr   string // the node's address; "" for a *redis.Client
-}
 
 // Idle trackers, a few per server. A tracker whose last hold ended keeps
 // its connections trackerIdle for the next hold of its client; but a
@@ -23,11 +15,6 @@ type trackerKey struct {
 // connections per job. So a server (address, user, database) keeps at most
 // maxIdlePerServer trackers without holds (lingering or idle): when one
 // more goes idle, the one idle the longest is closed.
-var (
-	idleMu sync.Mutex
-	idleBy = map[serverID][]*tracker{} // oldest first
-)
-
 const maxIdlePerServer = 4
 
 type serverID struct {
@@ -53,11 +40,14 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 	default:
 		return nil
 	}
-	k := trackerKey{client: client}
-	if _, ok := client.(*redis.ClusterClient); ok {
-		k.addr = node.Options().Addr
+	if !registry.Keyable(client) {
+		return nil
 	}
-	if v, ok := trackers.Load(k); ok {
+	k := registry.Key{Kind: registry.Tracker, Client: client}
+	if _, ok := client.(*redis.ClusterClient); ok {
+		k.Sub = node.Options().Addr
+	}
+	if v, ok := registry.Load(k); ok {
 		return v.(*tracker)
 	}
 	opt := node.Options()
@@ -74,25 +64,37 @@ func trackerFor(ctx context.Context, client redis.UniversalClient, key string) *
 		spurious: map[string]int{},
 		rereadAt: map[string]time.Time{},
 	}
-	v, _ := trackers.LoadOrStore(k, t)
+	v, _ := registry.LoadOrStore(k, t)
 	return v.(*tracker)
 }
 
-// becomeIdle puts t among the idle trackers of its server, closing the one
-// idle the longest when there are more than maxIdlePerServer (at once, or
-// as soon as its own lingering ends). One that watches holds again is
-// skipped and dropped from the list.
+// becomeIdle closes the tracker of t's server that has been without holds
+// the longest, when more than maxIdlePerServer are (at once, or as soon as
+// its own lingering ends).
 func (t *tracker) becomeIdle() {
-	idleMu.Lock()
-	list := slices.DeleteFunc(idleBy[t.server], func(x *tracker) bool { return x == t })
-	list = append(list, t)
 	var old *tracker
-	if len(list) > maxIdlePerServer {
-		old, list = list[0], list[1:]
-	}
-	idleBy[t.server] = list
-	idleMu.Unlock()
-	if old == nil {
+	var oldest time.Time
+	n := 0
+	registry.Range(registry.Tracker, func(_ registry.Key, v any) bool {
+		x := v.(*tracker)
+		if x.server != t.server {
+			return true
+		}
+		x.mu.Lock()
+		since := x.emptySince
+		if len(x.holds) > 0 || x.closed || x.retire {
+			since = time.Time{}
+		}
+		x.mu.Unlock()
+		if !since.IsZero() {
+			n++
+			if old == nil || since.Before(oldest) {
+				old, oldest = x, since
+			}
+		}
+		return true
+	})
+	if n <= maxIdlePerServer {
 		return
 	}
 	old.mu.Lock()
@@ -111,18 +113,6 @@ func (t *tracker) becomeIdle() {
 	}
 }
 
-// forgetIdle takes t out of its server's idle trackers.
-func forgetIdle(t *tracker) {
-	idleMu.Lock()
-	defer idleMu.Unlock()
-	list := slices.DeleteFunc(idleBy[t.server], func(x *tracker) bool { return x == t })
-	if len(list) == 0 {
-		delete(idleBy, t.server)
-	} else {
-		idleBy[t.server] = list
-	}
-}
-
 // closeIdle closes the connections of a tracker that watched nothing for
 // trackerIdle and takes it out of the registry.
 func (t *tracker) closeIdle() {
@@ -138,8 +128,7 @@ func (t *tracker) closeIdle() {
 	}
 	t.conns, t.idle = nil, nil
 	t.mu.Unlock()
-	trackers.CompareAndDelete(t.k, t)
-	forgetIdle(t)
+	registry.CompareAndDelete(t.k, t)
 	if c != nil {
 		c.close()
 	}

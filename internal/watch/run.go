@@ -33,7 +33,7 @@ type runState struct {
 // round is one round of run's loop (each after a wake-up); false when run
 // is to exit.
 func (t *tracker) round(s *runState) bool {
-	runRounds.Add(1)
+	t.rounds.Add(1)
 	c, exit, emptySince := t.roundState()
 	switch {
 	case exit:
@@ -123,7 +123,7 @@ func (t *tracker) connectFailed(s *runState, err error) {
 		t.refuse(err) // no hold is left: run exits
 		return
 	}
-	if s.failures++; s.failures >= handOverAfter && t.k.addr != "" {
+	if s.failures++; s.failures >= handOverAfter && t.k.Sub != "" {
 		// A cluster node that stays down (a failover promoted its
 		// replica): watch the keys where they are now.
 		s.failures = 0

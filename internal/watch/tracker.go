@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
 const (
@@ -62,9 +64,14 @@ const (
 
 // A tracker watches the keys of the holds of one client on one node.
 type tracker struct {
-	k      trackerKey
+	k      registry.Key // in the registry: one tracker per (user client, node)
 	server serverID
 	opt    redis.Options // the node's, copied
+
+	// pokes counts pokes, rounds the rounds of run's loop (each after a
+	// wake-up), and wakeFires the wake timer's firings, for the tests (one
+	// atomic add: cheaper than the wake-up).
+	pokes, rounds, wakeFires atomic.Int64
 
 	kick chan struct{} // one slot: work for run
 
@@ -222,7 +229,7 @@ func (t *tracker) wakeByLocked(at time.Time) {
 // its timers, a look at its sockets and a goroutine switch, often on the
 // other core).
 func (t *tracker) wakeFired() {
-	wakeFires.Add(1)
+	t.wakeFires.Add(1)
 	t.mu.Lock()
 	t.wakeAt = time.Time{}
 	now := time.Now()
@@ -274,14 +281,9 @@ func (t *tracker) dueLocked(now time.Time) (due bool, next time.Time) {
 	return false, next
 }
 
-// pokes counts pokes, runRounds the rounds of run's loop (each after a
-// wake-up), and wakeFires the wake timer's firings, for the tests (one
-// atomic add: cheaper than the wake-up).
-var pokes, runRounds, wakeFires atomic.Int64
-
 // poke wakes run without blocking.
 func (t *tracker) poke() {
-	pokes.Add(1)
+	t.pokes.Add(1)
 	select {
 	case t.kick <- struct{}{}:
 	default:

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
 )
 
 // A Hold is what a Watch reports to: a hold of a key under an owner id.
@@ -186,8 +188,8 @@ func (w *Watch) rewatch() {
 // found at the next renewal or the local deadline. Holds started later
 // start trackers again.
 func Close(ours func(redis.UniversalClient) bool) {
-	trackers.Range(func(k, v any) bool {
-		if !ours(k.(trackerKey).client) {
+	registry.Range(registry.Tracker, func(k registry.Key, v any) bool {
+		if !ours(k.Client) {
 			return true
 		}
 		t := v.(*tracker)
@@ -213,8 +215,7 @@ func Close(ours func(redis.UniversalClient) bool) {
 		if c != nil {
 			c.close()
 		}
-		trackers.CompareAndDelete(k, t)
-		forgetIdle(t)
+		registry.CompareAndDelete(k, t)
 		return true
 	})
 }
@@ -238,9 +239,19 @@ type Counters struct {
 	Pokes, Rounds, WakeFires int64
 }
 
-// Count returns the counters of every tracker of the process so far.
-func Count() Counters {
-	return Counters{Pokes: pokes.Load(), Rounds: runRounds.Load(), WakeFires: wakeFires.Load()}
+// Count returns the counters of client's trackers so far.
+func Count(client redis.UniversalClient) Counters {
+	var c Counters
+	registry.Range(registry.Tracker, func(k registry.Key, v any) bool {
+		if k.Client == client {
+			t := v.(*tracker)
+			c.Pokes += t.pokes.Load()
+			c.Rounds += t.rounds.Load()
+			c.WakeFires += t.wakeFires.Load()
+		}
+		return true
+	})
+	return c
 }
 
 // ChurnWake returns the wake timer's pause of client's trackers (the
@@ -248,8 +259,8 @@ func Count() Counters {
 // tracker.wakeFired). For the tests.
 func ChurnWake(client redis.UniversalClient) time.Duration {
 	var d time.Duration
-	trackers.Range(func(k, v any) bool {
-		if k.(trackerKey).client == client {
+	registry.Range(registry.Tracker, func(k registry.Key, v any) bool {
+		if k.Client == client {
 			t := v.(*tracker)
 			t.mu.Lock()
 			d = max(d, t.churnWake)
