@@ -382,3 +382,68 @@ func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 		t.Fatalf("lock held by %q after the waiter gave up; want it released", owner)
 	}
 }
+
+// A waiter whose client is closed while it waits takes nothing: its wait
+// ran on the runtime's connections, which outlive the client, and the try
+// pipelined behind its BLPOP took the lock at the next release, for good
+// (Release on the closed client cannot send; without expire the key
+// stayed). Now the lock is released again on those connections, which
+// wakes the next waiter, and Acquire returns an error matching
+// redis.ErrClosed. (Found by review: Acquire returned nil after Close,
+// and the key kept the closed waiter's id with no TTL.)
+func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, admin, "job")
+	mustAcquire(t, ctx, holder)
+	c := s.Client()
+	closing := mustNew(t, c, "job", redislock.WithTracking(false))
+	gone := acquireAsync(ctx, closing)
+	waitBlocked(t, admin, 1) // it waits first: the release's signal is its
+	next := mustNew(t, s.Client(), "job", redislock.WithTracking(false))
+	got := acquireAsync(ctx, next)
+	waitBlocked(t, admin, 2)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, gone); !errors.Is(r.err, redis.ErrClosed) {
+		t.Fatalf("Acquire() on a client closed while waiting = %v; want an error matching redis.ErrClosed", r.err)
+	}
+	if r := receive(t, got); r.err != nil {
+		t.Fatalf("the next waiter: Acquire() = %v; want the lock (the closed waiter's take given back)", r.err)
+	}
+	if owner := admin.Get(ctx, "lock:job").Val(); owner != next.ID() {
+		t.Fatalf("lock:job holds %q, want the next waiter's %q", owner, next.ID())
+	}
+}
+
+// And one whose lock is never released stops waiting at the end of its
+// BLPOP's slice (2 s with go-redis's default read timeout), instead of
+// waiting on the runtime's connections until its context ends. (Found by
+// review: it waited out its 30 s context.)
+func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, admin, "job")
+	mustAcquire(t, ctx, holder)
+	c := s.Client()
+	closing := mustNew(t, c, "job", redislock.WithTracking(false))
+	gone := acquireAsync(ctx, closing)
+	waitBlocked(t, admin, 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-gone:
+		if !errors.Is(r.err, redis.ErrClosed) {
+			t.Fatalf("Acquire() on a client closed while waiting = %v; want an error matching redis.ErrClosed", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire() still waiting 10 s after its client was closed; want it to end within its slice (2 s)")
+	}
+}

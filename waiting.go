@@ -127,6 +127,14 @@ func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, q *wai
 	perr := round.Err
 	r := waitResult{popped: round.Popped, woken: round.Woken, slept: round.Slept, moving: topology.Is(perr)}
 	r.res, r.err = l.afterRound(ctx, round, in, q)
+	if (round.Try != nil || round.Popped) && clientClosed(l.client) {
+		// The round ran on the runtime's connections, which outlive the
+		// caller's client: what it took for a client closed meanwhile
+		// is given back there, and the wait ends as the client's
+		// commands do.
+		l.undoOnRuntime(ctx, r)
+		return waitResult{err: errClosedWhileWaiting}
+	}
 	if perr != nil && topology.IsReply(perr) && !r.moving && r.err == nil && r.res.status == wire.Busy {
 		// The signal key is not a list (WRONGTYPE): BLPOP returns at once,
 		// so carrying on would spin. The try's result stands if it won.
@@ -187,6 +195,38 @@ func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err
 		res, err = l.try(ctx, true, q)
 	}
 	return res, err
+}
+
+// errClosedWhileWaiting ends a wait whose client the caller closed.
+var errClosedWhileWaiting = fmt.Errorf("redislock: the client was closed while waiting: %w", redis.ErrClosed)
+
+// clientClosed reports whether the caller closed client. go-redis refuses
+// a command on a closed client before anything else, and one whose context
+// has ended before it takes a connection: this probe sends nothing (a hook
+// on the client sees a PING fail with context.Canceled).
+func clientClosed(client redis.UniversalClient) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return errors.Is(client.Ping(ctx).Err(), redis.ErrClosed)
+}
+
+// undoOnRuntime gives back, on the connections of the wait runtime, what
+// round r took for a client that was closed meanwhile: the lock its
+// pipelined try took (released, which wakes the next waiter), or the
+// signal its BLPOP popped.
+func (l *core) undoOnRuntime(ctx context.Context, r waitResult) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	via, err := wait.Own(ctx, l.client, l.keys[1])
+	if err != nil {
+		return
+	}
+	switch {
+	case r.err == nil && r.res.status == wire.Acquired:
+		_ = l.scripts.release.Run(ctx, via, l.keys, r.res.id, l.signalExpireMS, l.turnMS).Err()
+	case r.popped:
+		_ = l.scripts.giveback.Run(ctx, via, l.keys, l.ownerID(), l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+	}
 }
 
 // maxRetries returns how many times client retries a command (go-redis's

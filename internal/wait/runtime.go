@@ -268,6 +268,17 @@ func On(ctx context.Context, client redis.UniversalClient, req *Req) (Round, err
 	}
 }
 
+// Own returns what client's waits on key run on: the connections of its
+// runtime, which outlive client (see the root's undoOnRuntime), or client
+// itself for a client type without options.
+func Own(ctx context.Context, client redis.UniversalClient, key string) (redis.Scripter, error) {
+	rt, err := runtimeFor(ctx, client, key)
+	if err != nil {
+		return nil, err
+	}
+	return rt.rc, nil
+}
+
 // enqueue assigns req to a lane, starting the lane's goroutine or waking
 // its BLPOP so that it takes req in.
 func (rt *waitRuntime) enqueue(req *Req) error {
