@@ -32,6 +32,11 @@ end
 -- more signals than waiters can use. Returns how many it pushed.
 local function wake(holders, signal, sizeKey, freed, signalExpire)
   local size = tonumber(redis.call('GET', sizeKey) or '0')
+  if size == 0 and redis.call('EXISTS', holders) == 0 then
+    -- keep deleted the size with the last holder: every permit is free,
+    -- one at least (a giveback after the last release would push nothing)
+    size = 1
+  end
   local n = math.min(freed, size - redis.call('ZCARD', holders) - redis.call('LLEN', signal))
   for _ = 1, n do
     redis.call('LPUSH', signal, 1)
