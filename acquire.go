@@ -124,6 +124,7 @@ func (a *attempt) takeTurn(ctx context.Context) bool {
 	}
 	select {
 	case <-a.t.Turn():
+	case <-a.t.Shut(): // Shutdown: wait sees it
 	case <-ctx.Done():
 	}
 	if hint := a.t.PTTLHint(); hint > 0 {
@@ -142,6 +143,9 @@ func (a *attempt) wait(ctx context.Context) error {
 	l := a.l
 	if err := ctx.Err(); err != nil {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	}
+	if a.t != nil && a.t.IsShut() { // Shutdown ends the waiters queued as well
+		return l.wrap(wait.ErrShutdown)
 	}
 	wsent := time.Now()
 	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t.Queue())

@@ -45,8 +45,9 @@ func checkClient(client redis.UniversalClient) error {
 // Shutdown stops the connections and goroutines this package runs beside
 // the given clients (all clients when none is given), and waits for them:
 // the wait runtimes (the connections that blocking acquires wait on) and
-// the key trackers (see WithTracking). An Acquire waiting in Redis at that
-// moment returns an error matching redis.ErrClosed; holds that were
+// the key trackers (see WithTracking). An Acquire waiting at that moment,
+// in Redis or behind another waiter of this process, returns an error
+// matching redis.ErrClosed; holds that were
 // watched are no longer watched (renewal and the local deadline still end
 // them in time). Anything used later starts them again.
 //

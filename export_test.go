@@ -45,6 +45,9 @@ func TrackerRounds(client redis.UniversalClient) int64 { return watch.Count(clie
 // WaitQueues returns how many local wait queues the process holds.
 func WaitQueues() int { return wait.Queues() }
 
+// QueuedWaiters returns how many waiters the local wait queues hold.
+func QueuedWaiters() int { return wait.Waiters() }
+
 // TrackerWakeFires counts the firings of client's trackers' wake timers.
 func TrackerWakeFires(client redis.UniversalClient) int64 { return watch.Count(client).WakeFires }
 

@@ -202,9 +202,12 @@ func TestManyWaitersShareFewConnections(t *testing.T) {
 }
 
 // Shutdown stops the wait runtimes of the clients it is given (all, given
-// none): a wait in Redis at that moment ends with redis.ErrClosed, a wait
-// on another client goes on, and the next wait starts a new runtime. (The
-// package's leak check, after Shutdown(), finds nothing of them left.)
+// none): a wait in Redis at that moment ends with redis.ErrClosed, and so
+// do the waiters of the same client queued behind it in this process; a
+// wait on another client goes on, and the next wait starts a new runtime.
+// (The package's leak check, after Shutdown(), finds nothing of them
+// left.) (Found by review: only the head of each local queue ended; the
+// next became head and started a new runtime.)
 func TestShutdownStopsWaits(t *testing.T) {
 	ctx := ctxT(t)
 	s := redistest.Start(t)
@@ -214,11 +217,29 @@ func TestShutdownStopsWaits(t *testing.T) {
 	stopped, other := mustNew(t, c1, "job"), mustNew(t, c2, "job")
 	stoppedDone := acquireAsync(ctx, stopped)
 	waitBlocked(t, s.Client(), 1)
+	var queued []<-chan acquired // behind stopped, in this process
+	for range 3 {
+		queued = append(queued, acquireAsync(ctx, mustNew(t, c1, "job")))
+	}
 	otherDone := acquireAsync(ctx, other)
 	waitBlocked(t, s.Client(), 2)
+	within(t, 10*time.Second, "every waiter queued", func() bool { return redislock.QueuedWaiters() >= 5 })
 	redislock.Shutdown(c1)
 	if r := <-stoppedDone; !errors.Is(r.err, redis.ErrClosed) || !strings.Contains(r.err.Error(), "Shutdown") {
 		t.Fatalf("Acquire() waiting at Shutdown = %v, want redis.ErrClosed, saying Shutdown closed it (the client is open)", r.err)
+	}
+	for i, ch := range queued {
+		select {
+		case r := <-ch:
+			if !errors.Is(r.err, redis.ErrClosed) {
+				t.Fatalf("queued waiter %d: Acquire() = %v after Shutdown, want redis.ErrClosed", i, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("queued waiter %d still waiting 5 s after Shutdown", i)
+		}
+	}
+	if redislock.HasWaitRuntime(c1) {
+		t.Fatal("a wait runtime of the shut client runs again: a queued waiter started one")
 	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

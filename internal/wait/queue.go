@@ -23,6 +23,9 @@ type Queue struct {
 	acquired bool      // the last head to leave had acquired
 	token    string    // see Token; "" until asked for
 
+	shut     chan struct{} // closed by Close: every waiter of the queue ends
+	shutOnce sync.Once
+
 	// abandons counts the waits of this queue's waiters that were
 	// abandoned and are still being finished (see core.abandonWait).
 	Abandons Cleanups
@@ -40,14 +43,14 @@ type Ticket struct {
 func Join(client redis.UniversalClient, key string) *Ticket {
 	qk := registry.Key{Kind: registry.Queue, Client: client, Sub: key}
 	if !registry.Keyable(client) {
-		q := &Queue{qk: qk, dead: true}
+		q := &Queue{qk: qk, dead: true, shut: make(chan struct{})}
 		t := &Ticket{q: q, turn: make(chan struct{})}
 		q.waiters = []*Ticket{t}
 		close(t.turn)
 		return t
 	}
 	for {
-		v, _ := registry.LoadOrStore(qk, &Queue{qk: qk})
+		v, _ := registry.LoadOrStore(qk, &Queue{qk: qk, shut: make(chan struct{})})
 		q := v.(*Queue)
 		q.mu.Lock()
 		if q.dead {
@@ -142,3 +145,27 @@ func (t *Ticket) Queue() *Queue {
 
 // Turn is closed when t becomes the head of its queue.
 func (t *Ticket) Turn() <-chan struct{} { return t.turn }
+
+// Shut is closed when the queue was closed (see Close): its waiters end
+// with ErrShutdown, the head's wait in Redis included.
+func (t *Ticket) Shut() <-chan struct{} { return t.q.shut }
+
+// IsShut reports whether Shut is closed.
+func (t *Ticket) IsShut() bool {
+	select {
+	case <-t.q.shut:
+		return true
+	default:
+		return false
+	}
+}
+
+// shutDown takes q out of the registry and ends its waiters (see Shut):
+// a waiter that comes later joins a new queue.
+func (q *Queue) shutDown() {
+	q.mu.Lock()
+	q.dead = true
+	q.mu.Unlock()
+	registry.CompareAndDelete(q.qk, q)
+	q.shutOnce.Do(func() { close(q.shut) })
+}

@@ -442,10 +442,17 @@ func (rt *waitRuntime) shut() {
 	rt.lanes.Wait()
 }
 
-// Close closes the runtimes of the clients ours accepts. A wait in Redis
-// at that moment ends with an error matching redis.ErrClosed; a wait
-// started later makes a new runtime.
+// Close closes the runtimes and the local queues of the clients ours
+// accepts. A wait in Redis at that moment ends with an error matching
+// redis.ErrClosed, and so does every waiter queued behind it in this
+// process (see Ticket.Shut); a wait started later makes a new runtime.
 func Close(ours func(redis.UniversalClient) bool) {
+	registry.Range(registry.Queue, func(k registry.Key, v any) bool {
+		if ours(k.Client) {
+			v.(*Queue).shutDown()
+		}
+		return true
+	})
 	registry.Range(registry.Runtime, func(k registry.Key, v any) bool {
 		if ours(k.Client) {
 			v.(*waitRuntime).close()

@@ -18,6 +18,19 @@ func Queues() int {
 	return n
 }
 
+// Waiters returns how many waiters the local wait queues hold.
+func Waiters() int {
+	n := 0
+	registry.Range(registry.Queue, func(_ registry.Key, v any) bool {
+		q := v.(*Queue)
+		q.mu.Lock()
+		n += len(q.waiters)
+		q.mu.Unlock()
+		return true
+	})
+	return n
+}
+
 // AddHook adds hook to the connections that client's waits run on, as
 // client.AddHook(hook) does to client's own: go-redis hooks do not reach a
 // client made from another's options. The runtime keeps the hook (and its
