@@ -154,14 +154,7 @@ func (a *attempt) wait(ctx context.Context) error {
 		// from the try before, is what the next waiter learns.
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, w.err))
 	}
-	if l.ev != nil {
-		switch {
-		case w.popped:
-			l.ev.wakeup(ctx, l.info(l.ownerID()), WakeSignal, time.Since(wsent))
-		case w.slept:
-			l.ev.wakeup(ctx, l.info(l.ownerID()), WakeTimeout, time.Since(wsent))
-		}
-	}
+	a.noteWakeup(ctx, w, wsent)
 	a.sent, a.res, a.popped, a.terr = wsent, w.res, w.popped, w.err
 	busy := a.terr == nil && a.res.status == wire.Busy
 	passed := busy && a.popped && l.reg.poppedBusy(ctx, l)
@@ -178,6 +171,21 @@ func (a *attempt) wait(ctx context.Context) error {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, ctx.Err()))
 	}
 	return nil
+}
+
+// noteWakeup reports how the wait sent at wsent ended, when it popped a
+// signal or ran out its slice.
+func (a *attempt) noteWakeup(ctx context.Context, w waitResult, wsent time.Time) {
+	l := a.l
+	if l.ev == nil {
+		return
+	}
+	switch {
+	case w.popped:
+		l.ev.wakeup(ctx, l.info(l.ownerID()), WakeSignal, time.Since(wsent))
+	case w.slept:
+		l.ev.wakeup(ctx, l.info(l.ownerID()), WakeTimeout, time.Since(wsent))
+	}
 }
 
 // leave takes the attempt out of the local queue, telling the next waiter

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
@@ -319,7 +320,7 @@ func (c *Cache) settle(l *Lock) {
 
 // computeHeld runs under hold h of l: it reads key again, and computes and
 // stores it if it is still missing.
-func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error), waited bool) ([]byte, Result, error) {
+func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold.Hold, key string, ttl time.Duration, fn func(ctx context.Context) ([]byte, error), waited bool) ([]byte, Result, error) {
 	var (
 		res Result
 		got entry
@@ -346,7 +347,7 @@ func (c *Cache) computeHeld(ctx context.Context, l *Lock, h *hold, key string, t
 		}
 		got = e
 		ok, err := wire.Store.Run(fctx, c.client, []string{l.keys[0], key},
-			h.id, stored, strconv.FormatInt(max(storeTTL.Milliseconds(), 1), 10)).Int()
+			h.ID(), stored, strconv.FormatInt(max(storeTTL.Milliseconds(), 1), 10)).Int()
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/wait"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
@@ -55,11 +56,13 @@ type core struct {
 	turn           chan struct{} // Locker's local mutex: one slot
 	ev             *events       // observers and logger; nil: none
 
-	// mu guards the fields below.
+	// mu guards the fields below. Taken after an RWMutex's mu; under it
+	// the only call into the hold is a look at its Done channel, and
+	// nothing of wait or watch is called (see DESIGN.md, Lock order).
 	mu         sync.Mutex
 	state      lockState
-	hold       *hold  // the current or last acquisition; nil before the first
-	unreleased string // an earlier id whose release got no reply; see afterRelease
+	hold       *hold.Hold // the current or last acquisition; nil before the first
+	unreleased string     // an earlier id whose release got no reply; see afterRelease
 }
 
 // lockState is what this Lock value believes; Redis has the last word.

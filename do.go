@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
 // releaseTimeout bounds the Release that Do runs after fn, on a context
@@ -51,13 +53,13 @@ func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) er
 
 // runHeld runs fn under hold h, just acquired, with a context cancelled on
 // its loss, and releases h afterwards.
-func (l *core) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context) error) (err error) {
+func (l *core) runHeld(ctx context.Context, h *hold.Hold, fn func(ctx context.Context) error) (err error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		select {
-		case <-h.done:
+		case <-h.Done():
 			cancel(l.wrap(h.Err()))
 		case <-fctx.Done():
 		}
@@ -81,7 +83,7 @@ func (l *core) runHeld(ctx context.Context, h *hold, fn func(ctx context.Context
 }
 
 // current returns this Lock's current (or last) hold.
-func (l *core) current() *hold {
+func (l *core) current() *hold.Hold {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.hold

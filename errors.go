@@ -3,6 +3,8 @@ package redislock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
 // Errors about the state of a lock. They mirror python-redis-lock's
@@ -39,7 +41,7 @@ var (
 	// ErrNotExpirable is returned by Extend when the lock key has no expire
 	// (it was taken with WithExpire(0), or by another client without one).
 	// Python's NotExpirable.
-	ErrNotExpirable = errors.New("redislock: lock has no expire and cannot be extended")
+	ErrNotExpirable = hold.ErrNotExpirable
 
 	// ErrSizeMismatch is returned by a Semaphore's Acquire and TryAcquire
 	// when the semaphore's current holders use another size than this
@@ -56,38 +58,38 @@ var (
 	// holds the lock. The error also matches the reason: ErrExpired,
 	// ErrTakenOver, ErrUnreachable or ErrMaxHold. Nothing is renewed after
 	// a loss and the key is never recreated.
-	ErrLost = errors.New("redislock: lock lost")
+	ErrLost = hold.ErrLost
 
 	// ErrExpired is the reason of a loss when the lock key is gone (it
 	// expired, or was deleted by Reset, ResetAll or another client), or
 	// when the expire ran out on the local clock of a Lock without
 	// auto-renewal.
-	ErrExpired = errors.New("redislock: lock key expired or was deleted")
+	ErrExpired = hold.ErrExpired
 
 	// ErrTakenOver is the reason of a loss when the lock key holds another
 	// owner's id (it expired and someone else acquired it). That owner's
 	// key is left untouched.
-	ErrTakenOver = errors.New("redislock: lock key holds another owner's id")
+	ErrTakenOver = hold.ErrTakenOver
 
 	// ErrUnreachable is the reason of a loss when Redis did not answer in
 	// time: no renewal succeeded before the expire ran out (it wraps the
 	// last Redis error), or a Release got no reply, or could not be sent
 	// before its context ended (the key may then still hold this Lock's id
 	// until it expires or a later Release is answered).
-	ErrUnreachable = errors.New("redislock: Redis did not answer in time")
+	ErrUnreachable = hold.ErrUnreachable
 
 	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the
 	// WithMaxHold limit and the expire then ran out.
-	ErrMaxHold = errors.New("redislock: maximum hold time reached")
+	ErrMaxHold = hold.ErrMaxHold
 
 	// ErrReleased is returned by Err after Release ended the hold.
-	ErrReleased = errors.New("redislock: lock released")
+	ErrReleased = hold.ErrReleased
 
 	// ErrAlreadyStarted means a second auto-renewal was about to start for
 	// one hold (Python's AlreadyStarted). Acquire returns it, and releases
 	// what it took, rather than run two renewal goroutines; a Lock holds one
 	// acquisition at a time, so seeing it means a bug in this package.
-	ErrAlreadyStarted = errors.New("redislock: auto-renewal already started")
+	ErrAlreadyStarted = hold.ErrAlreadyStarted
 )
 
 // ErrInvalidArgument is matched, under errors.Is, by every error below: bad

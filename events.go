@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
 // events sends a Lock's events to its observers and its logger. A Lock
@@ -75,11 +77,6 @@ func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 // info returns the LockRef of l under id.
 func (l *core) info(id string) LockRef {
 	return LockRef{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref()}
-}
-
-// hold's own copy (a hold does not point back to its Lock).
-func (h *hold) info() LockRef {
-	return LockRef{Name: h.name, Key: h.lockKey[0], ID: h.id, Kind: h.kind}
 }
 
 func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) context.Context {
@@ -263,46 +260,45 @@ func extendErr(n int64, err error) error {
 
 // holdEnd reports that h ended with err. Called once per hold, without
 // h.mu held.
-func (e *events) holdEnd(h *hold, err error) {
+func (e *events) holdEnd(in LockRef, h *hold.Hold, err error) {
 	if e == nil {
 		return
 	}
-	in := h.info()
-	held := time.Since(h.start)
+	held := time.Since(h.Start())
 	reason := ReasonOf(err)
 	if reason != reasonNone && e.logging(context.Background(), slog.LevelError) {
 		e.logLock(context.Background(), slog.LevelError, loggerLost, "lock lost", in,
 			slog.String("reason", string(reason)), errAttr(err), slog.Duration("held", held))
 	}
 	if e.obs != nil {
-		e.obs.HoldEnd(HoldEndEvent{LockRef: in, Held: held, Token: h.token, Reason: reason, Err: err})
+		e.obs.HoldEnd(HoldEndEvent{LockRef: in, Held: held, Token: h.Token(), Reason: reason, Err: err})
 	}
 }
 
-func (e *events) renewalStart(h *hold, every time.Duration) {
+func (e *events) renewalStart(in LockRef, every time.Duration) {
 	if e == nil {
 		return
 	}
 	if e.logging(context.Background(), slog.LevelDebug) {
-		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshStart, "starting renewal", h.info(), slog.Duration("interval", every))
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshStart, "starting renewal", in, slog.Duration("interval", every))
 	}
 }
 
-func (e *events) renewalShutdown(h *hold) {
+func (e *events) renewalShutdown(in LockRef) {
 	if e == nil {
 		return
 	}
 	if e.logging(context.Background(), slog.LevelDebug) {
-		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshShutdown, "stopping renewal", h.info())
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshShutdown, "stopping renewal", in)
 	}
 }
 
-func (e *events) renewalExit(h *hold) {
+func (e *events) renewalExit(in LockRef) {
 	if e == nil {
 		return
 	}
 	if e.logging(context.Background(), slog.LevelDebug) {
-		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshExit, "renewal exited", h.info())
+		e.logLock(context.Background(), slog.LevelDebug, loggerRefreshExit, "renewal exited", in)
 	}
 }
 

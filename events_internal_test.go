@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
 // A level the logger does not enable costs no allocation: the events
@@ -15,7 +17,7 @@ func TestDisabledLogLevelsAllocateNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 	for _, e := range []*events{nil, newEvents(nil, log)} {
 		in := LockRef{Name: "job", Key: "lock:job", ID: "id"}
-		h := &hold{name: "job", lockKey: []string{"lock:job"}, id: "id", start: time.Now(), ev: e}
+		h := hold.New(hold.Config{Keys: []string{"lock:job"}}, time.Now(), "id")
 		ctx := context.Background()
 		allocs := testing.AllocsPerRun(1000, func() {
 			c := e.acquireStart(ctx, in, true)
@@ -23,15 +25,15 @@ func TestDisabledLogLevelsAllocateNothing(t *testing.T) {
 			e.wakeup(c, in, WakeSignal, time.Millisecond)
 			e.acquireEnd(c, in, true, time.Millisecond, 7, nil, nil)
 			e.acquireEnd(c, in, false, time.Millisecond, 0, ErrLocked, nil)
-			e.renewalStart(h, time.Second)
+			e.renewalStart(in, time.Second)
 			c = e.extendStart(ctx, in, true, time.Second)
 			e.extendEnd(c, in, true, time.Second, 0, nil, time.Second, true)
 			e.extendEnd(c, in, true, time.Second, 0, ErrUnreachable, time.Second, true)
 			c = e.releaseStart(ctx, in)
-			e.renewalShutdown(h)
+			e.renewalShutdown(in)
 			e.releaseEnd(c, in, time.Second, OutcomeExpired, ErrNotAcquired)
-			e.renewalExit(h)
-			e.holdEnd(h, ErrReleased)
+			e.renewalExit(in)
+			e.holdEnd(in, h, ErrReleased)
 			e.reset(ctx, in, 1, nil)
 		})
 		if allocs != 0 {

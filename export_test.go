@@ -13,7 +13,7 @@ import (
 // Watched reports whether l's current hold is watched by a tracker.
 func Watched(l *Lock) bool {
 	h := l.current()
-	return h != nil && h.watched()
+	return h != nil && h.Watched()
 }
 
 // SetTopologyPatience sets how long a call on client retries topology
@@ -30,9 +30,7 @@ func LocalDeadline(l *Lock) (deadline time.Time, ended bool) {
 	if h == nil {
 		return time.Time{}, true
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.expires, h.err != nil
+	return h.Deadline()
 }
 
 // TrackerPokes returns how many times client's trackers were poked so far.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
@@ -45,8 +46,8 @@ func (l *core) extend(ctx context.Context, d time.Duration) error {
 	// The hold this extend is for, taken before it is sent: its reply must
 	// not move the deadline of a later hold.
 	h := l.current()
-	if h != nil && !h.ended() {
-		giveBack, err := h.takeExtending(ctx)
+	if h != nil && !h.Ended() {
+		giveBack, err := h.TakeExtending(ctx)
 		if err != nil {
 			return l.wrap(fmt.Errorf("extend: %w", err))
 		}
@@ -66,38 +67,23 @@ func (l *core) extend(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// takeExtending waits for h's extend slot, one extend of a hold in flight
-// at a time (see hold.extending), and returns the func that gives it
-// back; a hold that ends meanwhile needs none. It returns ctx's error when
-// ctx ends first.
-func (h *hold) takeExtending(ctx context.Context) (func(), error) {
-	select {
-	case h.extending <- struct{}{}:
-		return func() { <-h.extending }, nil
-	case <-h.done:
-		return func() {}, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // sendExtend runs the extend script by d for the Lock's id, telling h's
 // watch (h may be nil) and the Observer, and moves h's deadline when the
 // key was extended and, under WithReplicaAck, acknowledged (ackErr nil).
-func (l *core) sendExtend(ctx context.Context, h *hold, d time.Duration) (n int64, err, ackErr error) {
+func (l *core) sendExtend(ctx context.Context, h *hold.Hold, d time.Duration) (n int64, err, ackErr error) {
 	id := l.ownerID()
 	if l.ev != nil {
 		ctx = l.ev.extendStart(ctx, l.info(id), false, d)
 	}
 	sent := time.Now()
 	if h != nil {
-		h.expectBegin()
+		h.ExpectBegin()
 	}
 	cmd, ackErr := l.ack.run(ctx, l.client, l.scripts.extend, l.extendKeys, id, strconv.FormatInt(d.Milliseconds(), 10))
 	n, err = cmd.Int64()
 	topology.NoteConnError(ctx, l.client, err)
 	if h != nil {
-		h.expectEnd(err == nil && n == 0)
+		h.ExpectEnd(err == nil && n == 0)
 	}
 	if l.ev != nil {
 		eerr := err
@@ -107,7 +93,7 @@ func (l *core) sendExtend(ctx context.Context, h *hold, d time.Duration) (n int6
 		l.ev.extendEnd(ctx, l.info(id), false, d, n, eerr, 0, false)
 	}
 	if err == nil && n == 0 && ackErr == nil && h != nil {
-		h.extendedBy(sent, d)
+		h.ExtendedBy(sent, d)
 	}
 	return n, err, ackErr
 }

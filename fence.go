@@ -27,7 +27,7 @@ func (l *core) token() int64 {
 	if l.hold == nil {
 		return 0
 	}
-	return l.hold.token
+	return l.hold.Token()
 }
 
 // guardAttempts bounds Guard's transactions when the key keeps changing

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/watch"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
@@ -133,10 +134,10 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 // run moves the local state to acquiring, acquires, and starts the hold,
 // which it returns. A hold that was lost counts as over: its Lock may
 // acquire again without a Release first.
-func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
+func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	l.mu.Lock()
 	prev := l.hold
-	if l.state == stateAcquiring || l.state == stateReleasing || (l.state == stateHeld && !prev.ended()) {
+	if l.state == stateAcquiring || l.state == stateReleasing || (l.state == stateHeld && !prev.Ended()) {
 		l.mu.Unlock()
 		return nil, l.wrap(ErrAlreadyAcquired)
 	}
@@ -148,7 +149,7 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 		ctx = l.observeStart(stateIdle, func() context.Context { return l.ev.acquireStart(ctx, l.info(l.ownerID()), blocking) })
 	}
 	if prev != nil {
-		prev.retire(ctx) // a lost hold's goroutine is exiting
+		prev.Retire(ctx) // a lost hold's goroutine is exiting
 	}
 	h, err := l.take(ctx, blocking)
 	l.mu.Lock()
@@ -161,11 +162,11 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 	if l.ev != nil {
 		id, token := l.ownerID(), int64(0)
 		if h != nil {
-			id, token = h.id, h.token
+			id, token = h.ID(), h.Token()
 		}
 		l.ev.acquireEnd(ctx, l.info(id), blocking, time.Since(began), token, err, ctx.Err())
 		if h != nil {
-			h.announce()
+			h.Announce()
 		}
 	}
 	return h, err
@@ -174,7 +175,7 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold, error) {
 // take acquires the lock (after any giveback still running, which could
 // release what we are about to take) and starts its hold: its renewal,
 // its watch.
-func (l *core) take(ctx context.Context, blocking bool) (*hold, error) {
+func (l *core) take(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	if err := l.cleanups.Wait(ctx); err != nil {
 		return nil, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
 	}
@@ -183,24 +184,42 @@ func (l *core) take(ctx context.Context, blocking bool) (*hold, error) {
 		return nil, err
 	}
 	sent = l.freshen(ctx, sent, won.id)
-	h := newHold(l, sent, won.id)
-	h.token = won.token
+	h := hold.New(l.holdConfig(won.token), sent, won.id)
 	if l.autoRenewal {
-		if err := h.startRenewal(sent); err != nil {
-			h.end(err)
+		if err := h.StartRenewal(sent); err != nil {
+			h.End(err)
 			l.giveBack(ctx)
 			return nil, l.wrap(err)
 		}
 	}
 	if l.tracking {
-		h.setWatch(watch.Start(ctx, l.client, l.keys[0], h))
+		h.SetWatch(watch.Start(ctx, l.client, l.keys[0], h))
 	}
-	if l.autoRenewal || h.watched() {
+	if l.autoRenewal || h.Watched() {
 		// A renewal goroutine and a watch are what l, dropped while
 		// holding, would leave behind.
-		h.cleanup = runtime.AddCleanup(l, abandon, h)
+		h.SetCleanup(runtime.AddCleanup(l, hold.Abandon, h))
 	}
 	return h, nil
+}
+
+// holdConfig is what l's holds are made of.
+func (l *core) holdConfig(token int64) hold.Config {
+	c := hold.Config{
+		Client: l.client,
+		Keys:   l.extendKeys,
+		Extend: l.scripts.extend,
+		Reads:  l.proto.readsOwner(),
+		Expire: l.expire,
+		Margin: l.margin,
+		Max:    l.maxHold,
+		Token:  token,
+		Ack:    l.ack,
+	}
+	if l.ev != nil {
+		c.Events = holdEvents{e: l.ev, name: l.name, kind: l.proto.ref()}
+	}
+	return c
 }
 
 // freshen returns the moment a new hold's local validity counts from. It
@@ -301,4 +320,60 @@ func (l *Lock) OwnerID(ctx context.Context) (string, error) {
 // wrap adds the lock's name to err.
 func (l *core) wrap(err error) error {
 	return fmt.Errorf("%s %q: %w", l.proto.kind(), l.name, err)
+}
+
+// Done returns a channel that is closed when this Lock does not hold the
+// lock: it is open from a successful Acquire until the hold ends, by
+// Release or by loss. It follows the context.Context contract: every call
+// during one hold returns the same channel, which is closed once. Before
+// the first acquire it returns a closed channel. A new Acquire starts a new
+// hold with a new channel.
+//
+// The hold is lost, and the channel closed:
+//   - within milliseconds when someone else changes the key (a Reset, a
+//     DEL, another owner's SET after it expired, an eviction), where the
+//     key is watched (WithTracking, on by default);
+//   - when auto-renewal finds the key gone or someone else's;
+//   - when no renewal succeeded before the expire, less the safety margin
+//     (WithSafetyMargin), ran out on the local clock, counted from when the
+//     acquire or last renewal was sent: the margin before the key can
+//     expire; without auto-renewal, likewise when the expire less the
+//     margin runs out. Shortly before (half the margin, at most 50 ms),
+//     when no renewal has failed, the key is read once: when it still
+//     holds this Lock's id with more than the margin left (another process
+//     that shares the id extended it), the hold goes on until then
+//     instead. An answer not in by the deadline counts for nothing.
+//
+// A lock without expire and without a watch is only ended by Release.
+func (l *Lock) Done() <-chan struct{} { return l.done() }
+
+// done is Done, for every primitive.
+func (l *core) done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hold == nil {
+		return l.neverHeld
+	}
+	return l.hold.Done()
+}
+
+// Err returns nil while the current hold lasts. After Done is closed it
+// returns why, and keeps returning the same error until the next Acquire:
+// an error matching ErrLost and its reason (ErrExpired, ErrTakenOver,
+// ErrUnreachable, ErrMaxHold), ErrReleased after Release, or
+// ErrNotAcquired before the first acquire.
+func (l *Lock) Err() error { return l.holdErr() }
+
+// holdErr is Err, for every primitive.
+func (l *core) holdErr() error {
+	l.mu.Lock()
+	h := l.hold
+	l.mu.Unlock()
+	if h == nil {
+		return l.wrap(ErrNotAcquired)
+	}
+	if err := h.Err(); err != nil {
+		return l.wrap(err)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
 // An Observer receives a Lock's events: for metrics, traces or logs of
@@ -215,7 +217,7 @@ func ReasonOf(err error) Reason {
 		return ReasonMaxHold
 	case errors.Is(err, ErrNotExpirable):
 		return ReasonNotExpirable
-	case errors.Is(err, errAbandoned):
+	case errors.Is(err, hold.ErrAbandoned):
 		return ReasonAbandoned
 	}
 	return ReasonOther

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/topology"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
@@ -54,7 +55,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // want is nil. For a want that is no longer this Lock's current hold (it
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
-func (l *core) release(ctx context.Context, want *hold) (result error) {
+func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 	h, before, err := l.beginRelease(want)
 	if err != nil {
 		return err
@@ -63,20 +64,20 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 	if l.ev != nil {
 		in := l.info(l.releaseID(h))
 		ctx = l.observeStart(before, func() context.Context { return l.ev.releaseStart(ctx, in) })
-		if h != nil && h.renewalDone() != nil {
-			l.ev.renewalShutdown(h)
+		if h != nil && h.RenewalDone() != nil {
+			l.ev.renewalShutdown(in)
 		}
 		defer func() {
 			var held time.Duration
 			if h != nil {
-				held = time.Since(h.start)
+				held = time.Since(h.Start())
 			}
 			l.ev.releaseEnd(ctx, in, held, outcome, result)
 		}()
 	}
 	defer func() {
 		if h != nil {
-			h.retire(ctx)
+			h.Retire(ctx)
 		}
 		l.mu.Lock()
 		l.state = stateIdle
@@ -84,7 +85,7 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 	}()
 	if err := l.cleanups.Wait(ctx); err != nil {
 		if h != nil {
-			h.end(lost(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
+			h.End(hold.LostErr(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
 		}
 		return l.wrap(fmt.Errorf("release: %w", err))
 	}
@@ -93,11 +94,11 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 		// renewal that answers after it, or the invalidation of our own
 		// DEL, must not be read as a loss. A renewal still in flight is
 		// harmless: an extend never recreates a key.
-		h.signalStop()
-		h.unwatch()
+		h.SignalStop()
+		h.Unwatch()
 	}
 
-	vouched := h != nil && h.valid()
+	vouched := h != nil && h.Valid()
 	id := l.releaseID(h)
 	n, retried, unanswered, err := l.sendRelease(ctx, id)
 	l.afterRelease(id, unanswered, err)
@@ -107,7 +108,7 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 	err, reason := judgeRelease(n, retried && vouched, err)
 	outcome = releaseOutcome(err, reason)
 	if h != nil {
-		h.endReleased(reason, err)
+		h.EndReleased(reason, err)
 	}
 	if err != nil {
 		return l.wrap(err)
@@ -121,10 +122,10 @@ func (l *core) release(ctx context.Context, want *hold) (result error) {
 // delete. It returns the hold released (nil from idle) and the state
 // before, or ErrNotAcquired while another goroutine acquires or releases,
 // or when want is over.
-func (l *core) beginRelease(want *hold) (*hold, lockState, error) {
+func (l *core) beginRelease(want *hold.Hold) (*hold.Hold, lockState, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var h *hold
+	var h *hold.Hold
 	switch {
 	case l.state == stateHeld && (want == nil || l.hold == want):
 		h = l.hold
@@ -173,27 +174,12 @@ func releaseOutcome(err, reason error) Outcome {
 	return OutcomeError
 }
 
-// endReleased ends h after its release: lost for reason, or, when the
-// release got no reply (err without reason), neither held nor released
-// as far as we can tell (the key may be ours until a Release that is
-// answered, or its expire); else released.
-func (h *hold) endReleased(reason, err error) {
-	switch {
-	case reason != nil:
-		h.end(lost(reason))
-	case err != nil:
-		h.end(lost(fmt.Errorf("%w: the release got no reply: %w", ErrUnreachable, err)))
-	default:
-		h.end(ErrReleased)
-	}
-}
-
 // releaseID is the id a release of h sends: the hold's own; else one
 // whose release got no reply before (this Lock has a fresh id since); else
 // this Lock's.
-func (l *core) releaseID(h *hold) string {
+func (l *core) releaseID(h *hold.Hold) string {
 	if h != nil {
-		return h.id
+		return h.ID()
 	}
 	if p := l.unreleasedID(); p != "" {
 		return p

@@ -24,7 +24,7 @@ func renewers() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "redislock.(*hold).startRenewal in goroutine")
+			return strings.Count(string(buf[:n]), "hold.(*Hold).StartRenewal in goroutine")
 		}
 		buf = make([]byte, 2*len(buf))
 	}

@@ -39,6 +39,11 @@ func (a replicaAck) fits(rt time.Duration) error {
 // command and an error that matches ErrNotReplicated when fewer than n
 // replicas acknowledged; the caller decides whether the script wrote
 // anything that needed them.
+// Run is run: a replicaAck is a hold.Acker.
+func (a replicaAck) Run(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
+	return a.run(ctx, client, s, keys, args...)
+}
+
 func (a replicaAck) run(ctx context.Context, client redis.UniversalClient, s *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
 	return a.runOr(ctx, client, s, keys, args, nil, nil)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
@@ -43,7 +44,8 @@ type RWMutex struct {
 	w core // first: the writer's cleanup (see run) is attached to the RWMutex's address
 	r core
 
-	// mu guards the fields below.
+	// mu guards the fields below; a side's mu may be taken under it,
+	// never the other way round.
 	mu   sync.Mutex
 	busy *core // the side claimed by a call under way or a hold; nil: none
 	last *core // the side of the current or last hold; nil before the first
@@ -182,7 +184,7 @@ func (rw *RWMutex) claim(c *core) error {
 	defer rw.mu.Unlock()
 	if b := rw.busy; b != nil && b != c {
 		b.mu.Lock()
-		lost := b.state == stateHeld && b.hold.ended()
+		lost := b.state == stateHeld && b.hold.Ended()
 		b.mu.Unlock()
 		if !lost {
 			return c.wrap(ErrAlreadyAcquired)
@@ -202,7 +204,7 @@ func (rw *RWMutex) unclaim(c *core) {
 }
 
 // take acquires side c, blocking or not, and starts its hold.
-func (rw *RWMutex) take(ctx context.Context, c *core, blocking bool) (*hold, error) {
+func (rw *RWMutex) take(ctx context.Context, c *core, blocking bool) (*hold.Hold, error) {
 	if err := rw.claim(c); err != nil {
 		return nil, err
 	}

@@ -1,18 +1,19 @@
-package redislock
+package hold
 
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
-// startRenewal starts the renewal goroutine for a hold acquired at sent. It
-// returns ErrAlreadyStarted, starting nothing, when the hold already has
-// one.
-func (h *hold) startRenewal(sent time.Time) error {
+// StartRenewal starts the renewal goroutine for a hold acquired at sent.
+// It returns ErrAlreadyStarted, starting nothing, when the hold already
+// has one.
+func (h *Hold) StartRenewal(sent time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.renewDone != nil {
@@ -20,23 +21,25 @@ func (h *hold) startRenewal(sent time.Time) error {
 	}
 	h.stop, h.renewDone = make(chan struct{}), make(chan struct{})
 	h.stopCtx, h.cancelCall = context.WithCancel(context.Background())
-	h.ev.renewalStart(h, renewAfter(h.expire, h.margin))
+	if h.ev != nil {
+		h.ev.RenewalStart(h, renewAfter(h.expire, h.margin))
+	}
 	go h.renew(sent, h.stop)
 	return nil
 }
 
-// retire stops the hold's renewal, drops the GC cleanup that would
-// otherwise stop it (the Lock is done with this hold), and waits for the
+// Retire stops the hold's renewal, drops the GC cleanup that would
+// otherwise stop it (the primitive is done with this hold), and waits for the
 // goroutine to exit, but no longer than ctx allows.
 //
 // Waiting is not needed for safety: once stopped, the goroutine acts on no
 // reply it gets, and an extend still in flight can only add time to a key
 // that holds this Lock's id, never recreate one. It only bounds how long a
 // renewal stuck on a dead connection outlives its hold.
-func (h *hold) retire(ctx context.Context) {
-	h.signalStop()
+func (h *Hold) Retire(ctx context.Context) {
+	h.SignalStop()
 	h.cleanup.Stop()
-	if done := h.renewalDone(); done != nil {
+	if done := h.RenewalDone(); done != nil {
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -46,17 +49,17 @@ func (h *hold) retire(ctx context.Context) {
 
 // stopRenewal stops the renewal goroutine, if any, and waits for it to
 // exit. Safe to call more than once and from several goroutines.
-func (h *hold) stopRenewal() {
-	h.signalStop()
-	if done := h.renewalDone(); done != nil {
+func (h *Hold) stopRenewal() {
+	h.SignalStop()
+	if done := h.RenewalDone(); done != nil {
 		<-done
 	}
 }
 
-// signalStop tells the renewal goroutine, if any, to stop, and cancels the
+// SignalStop tells the renewal goroutine, if any, to stop, and cancels the
 // renewal it may have in flight. It does not wait. Safe to call more than
 // once and from several goroutines.
-func (h *hold) signalStop() {
+func (h *Hold) SignalStop() {
 	h.mu.Lock()
 	stop, cancel := h.stop, h.cancelCall
 	h.mu.Unlock()
@@ -68,9 +71,9 @@ func (h *hold) signalStop() {
 	}
 }
 
-// renewalDone returns the channel closed when the renewal goroutine has
+// RenewalDone returns the channel closed when the renewal goroutine has
 // exited; nil without one.
-func (h *hold) renewalDone() chan struct{} {
+func (h *Hold) RenewalDone() chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.renewDone
@@ -86,16 +89,20 @@ func stopped(stop <-chan struct{}) bool {
 	}
 }
 
-// errAbandoned ends a hold whose Lock was collected while holding.
-var errAbandoned = errors.New("redislock: Lock dropped while holding (collected without Release); its key expires on its own")
+// ErrAbandoned ends a hold whose primitive was collected while holding.
+var ErrAbandoned = errors.New("redislock: Lock dropped while holding (collected without Release); its key expires on its own")
 
-// abandon is the cleanup of a Lock collected while holding: it stops the
-// renewal without waiting (cleanups must not block), the local timer and
-// the watch, and ends the hold. The key expires on its own.
-func abandon(h *hold) {
-	h.signalStop()
-	h.end(lost(errAbandoned)) // stops the timer and the watch, and tells the observers
+// Abandon is the cleanup of a primitive collected while holding: it stops
+// the renewal without waiting (cleanups must not block), the local timer
+// and the watch, and ends the hold. The key expires on its own.
+func Abandon(h *Hold) {
+	h.SignalStop()
+	h.End(LostErr(ErrAbandoned)) // stops the timer and the watch, and tells the observers
 }
+
+// SetCleanup records the cleanup that abandons h when its primitive is
+// collected (runtime.AddCleanup(primitive, Abandon, h)); Retire stops it.
+func (h *Hold) SetCleanup(c runtime.Cleanup) { h.cleanup = c }
 
 // renewal tuning
 const (
@@ -109,9 +116,11 @@ const (
 // extends the key to the full expire (less near the max-hold cap), with a
 // timeout of its own, never the caller's context. It exits when stopped,
 // when the hold ends, or at the max-hold cap.
-func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
+func (h *Hold) renew(sent time.Time, stop <-chan struct{}) {
 	defer close(h.renewDone)
-	defer h.ev.renewalExit(h)
+	if h.ev != nil {
+		defer h.ev.RenewalExit(h)
+	}
 	retry := min(max(h.expire/10, minRetry), maxRetry)
 	timer := time.NewTimer(time.Until(sent.Add(renewAfter(h.expire, h.margin))))
 	defer timer.Stop()
@@ -128,7 +137,7 @@ func (h *hold) renew(sent time.Time, stop <-chan struct{}) {
 // flight, whose reply must be applied first: it takes h.extending, which
 // renewOnce gives back. It returns false when stop or the end of h comes
 // first.
-func (h *hold) awaitRenewal(tick <-chan time.Time, stop <-chan struct{}) bool {
+func (h *Hold) awaitRenewal(tick <-chan time.Time, stop <-chan struct{}) bool {
 	select {
 	case <-stop:
 		return false
@@ -149,7 +158,7 @@ func (h *hold) awaitRenewal(tick <-chan time.Time, stop <-chan struct{}) bool {
 // renewOnce sends one renewal, h.extending held (and given back before it
 // returns), and returns how long until the next one, or false when
 // renewal ends: stopped, the hold lost, or the max-hold cap reached.
-func (h *hold) renewOnce(stop <-chan struct{}, retry time.Duration) (time.Duration, bool) {
+func (h *Hold) renewOnce(stop <-chan struct{}, retry time.Duration) (time.Duration, bool) {
 	d, last, capped := h.renewalLength()
 	if capped {
 		<-h.extending
@@ -178,15 +187,15 @@ func (h *hold) renewOnce(stop <-chan struct{}, retry time.Duration) (time.Durati
 	case err != nil:
 		return retry, true
 	case n == 1:
-		h.end(lost(ErrExpired))
+		h.End(LostErr(ErrExpired))
 		return 0, false
 	case n == 3:
-		h.end(lost(ErrTakenOver))
+		h.End(LostErr(ErrTakenOver))
 		return 0, false
 	case n == 2:
 		// Someone removed the key's expire (PERSIST): it is ours but no
 		// longer behaves as this Lock was configured.
-		h.end(lost(ErrNotExpirable))
+		h.End(LostErr(ErrNotExpirable))
 		return 0, false
 	}
 	if last {
@@ -200,7 +209,7 @@ func (h *hold) renewOnce(stop <-chan struct{}, retry time.Duration) (time.Durati
 // the expire, or less when the max-hold cap comes sooner (last: the key
 // then dies at the cap), never less than what Extend set. capped reports
 // that the cap has come: no renewal is left.
-func (h *hold) renewalLength() (d time.Duration, last, capped bool) {
+func (h *Hold) renewalLength() (d time.Duration, last, capped bool) {
 	d = h.expire
 	if !h.maxEnd.IsZero() {
 		if rest := time.Until(h.maxEnd); rest < d {
@@ -221,7 +230,7 @@ func (h *hold) renewalLength() (d time.Duration, last, capped bool) {
 // validity, and returns the extend script's reply, or why it failed: an
 // extend that the replicas did not acknowledge (WithReplicaAck) is no
 // renewal to count on.
-func (h *hold) sendRenewal(sent time.Time, d time.Duration, stop <-chan struct{}) (int64, error) {
+func (h *Hold) sendRenewal(sent time.Time, d time.Duration, stop <-chan struct{}) (int64, error) {
 	h.mu.Lock()
 	budget := time.Until(h.lossAt())
 	h.sending = true
@@ -229,10 +238,10 @@ func (h *hold) sendRenewal(sent time.Time, d time.Duration, stop <-chan struct{}
 	ctx, cancel := context.WithTimeout(h.stopCtx, max(budget, minRetry))
 	defer cancel()
 	if h.ev != nil {
-		ctx = h.ev.extendStart(ctx, h.info(), true, d)
+		ctx = h.ev.ExtendStart(ctx, h, d)
 	}
-	h.expectBegin()
-	cmd, ackErr := h.ack.run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
+	h.ExpectBegin()
+	cmd, ackErr := h.ack.Run(ctx, h.client, h.extend, h.lockKey, h.id, strconv.FormatInt(d.Milliseconds(), 10))
 	n, err := cmd.Int64()
 	topology.NoteConnError(ctx, h.client, err) // a failover: find the new master
 	if h.ev != nil {
@@ -241,9 +250,9 @@ func (h *hold) sendRenewal(sent time.Time, d time.Duration, stop <-chan struct{}
 			eerr = ackErr
 		}
 		// A renewal stopped by Release is not retried.
-		h.ev.extendEnd(ctx, h.info(), true, d, n, eerr, time.Until(sent.Add(budget)), !stopped(stop))
+		h.ev.ExtendEnd(ctx, h, d, n, eerr, time.Until(sent.Add(budget)), !stopped(stop))
 	}
-	h.expectEnd(err == nil && n == 0)
+	h.ExpectEnd(err == nil && n == 0)
 	if err == nil && n == 0 && ackErr != nil {
 		err = ackErr // extended on the master only: not a renewal we can count on
 	}
@@ -258,7 +267,7 @@ func renewAfter(d, margin time.Duration) time.Duration {
 
 // markCapped records that renewal stopped at the max-hold cap, which is
 // then the reason of the loss at the local deadline.
-func (h *hold) markCapped() {
+func (h *Hold) markCapped() {
 	h.mu.Lock()
 	h.capped = true
 	h.mu.Unlock()

@@ -1,4 +1,4 @@
-package redislock
+package hold
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // checkAt) and again at it: unless a renewal or an Extend moved it
 // meanwhile, the hold is lost at the deadline, after the key was read once
 // before it (see verify).
-func (h *hold) expireLocally() {
+func (h *Hold) expireLocally() {
 	h.mu.Lock()
 	if h.err != nil {
 		h.mu.Unlock()
@@ -46,7 +46,7 @@ func (h *hold) expireLocally() {
 	if h.expireLocallyLocked(reason) {
 		err := h.err
 		h.mu.Unlock()
-		h.unwatch()
+		h.Unwatch()
 		h.notifyEnd(err)
 		return
 	}
@@ -56,7 +56,7 @@ func (h *hold) expireLocally() {
 // expireLocallyLocked ends the hold as lost, with reason, or the reason
 // its state gives when nil, unless it ended already or (without a reason)
 // the deadline moved.
-func (h *hold) expireLocallyLocked(reason error) bool {
+func (h *Hold) expireLocallyLocked(reason error) bool {
 	if h.err != nil || (reason == nil && time.Now().Before(h.lossAt())) {
 		return false
 	}
@@ -71,14 +71,14 @@ func (h *hold) expireLocallyLocked(reason error) bool {
 	default:
 		reason = ErrExpired
 	}
-	return h.endLocked(lost(reason))
+	return h.endLocked(LostErr(reason))
 }
 
 // checkLead is how long before the local deadline the key is read (see
 // verify): half the safety margin, at most 50 ms. With no margin there is
 // no read, nor for a primitive whose key is not the Lock's (a semaphore's
 // holders are read by its renewal only).
-func (h *hold) checkLead() time.Duration {
+func (h *Hold) checkLead() time.Duration {
 	if !h.reads {
 		return 0
 	}
@@ -86,7 +86,7 @@ func (h *hold) checkLead() time.Duration {
 }
 
 // checkAt is when the key is read before the local deadline.
-func (h *hold) checkAt() time.Time { return h.lossAt().Add(-h.checkLead()) }
+func (h *Hold) checkAt() time.Time { return h.lossAt().Add(-h.checkLead()) }
 
 // verify reads the key once, shortly before the local deadline, when no
 // renewal has failed: another process that shares the id may have extended
@@ -105,7 +105,7 @@ func (h *hold) checkAt() time.Time { return h.lossAt().Add(-h.checkLead()) }
 // With an id that other Locks share (WithID), a key that one of them took
 // again after this hold's key was gone counts as ours: the id is all the
 // key says.
-func (h *hold) verify(loss time.Time) (goOn bool, reason error) {
+func (h *Hold) verify(loss time.Time) (goOn bool, reason error) {
 	select {
 	case h.extending <- struct{}{}:
 	default:
@@ -166,9 +166,17 @@ func (h *hold) verify(loss time.Time) (goOn bool, reason error) {
 	return true, nil
 }
 
-// extendedBy records a successful Extend of d sent at sent: renewals keep
+// Deadline returns the local validity deadline (zero for a key without
+// expire), and whether the hold has ended.
+func (h *Hold) Deadline() (deadline time.Time, ended bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.expires, h.err != nil
+}
+
+// ExtendedBy records a successful Extend of d sent at sent: renewals keep
 // the key at least until its end.
-func (h *hold) extendedBy(sent time.Time, d time.Duration) {
+func (h *Hold) ExtendedBy(sent time.Time, d time.Duration) {
 	h.mu.Lock()
 	h.until = sent.Add(d)
 	h.mu.Unlock()
@@ -176,7 +184,7 @@ func (h *hold) extendedBy(sent time.Time, d time.Duration) {
 }
 
 // extendedUntil returns what is left of the last Extend, or 0.
-func (h *hold) extendedUntil() time.Duration {
+func (h *Hold) extendedUntil() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.until.IsZero() {
@@ -186,7 +194,7 @@ func (h *hold) extendedUntil() time.Duration {
 }
 
 // extended records a successful extend of d sent at sent.
-func (h *hold) extended(sent time.Time, d time.Duration) {
+func (h *Hold) extended(sent time.Time, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr = nil

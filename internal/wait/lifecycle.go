@@ -1,0 +1,158 @@
+package wait
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock/internal/registry"
+	"github.com/go-redis-lock/redislock/internal/topology"
+)
+
+// A runtime's life: it winds down after its last wait (runtimeIdle), is
+// closed by Close (the root's Shutdown), and, on a Sentinel client, retires
+// when the user's client reaches another master (checkMaster).
+
+// masterCheckEvery is how often a Sentinel client's runtime with waits
+// compares its server with the one the user's client reaches.
+const masterCheckEvery = 500 * time.Millisecond
+
+// checkMaster retires rt once its server is not the one the user's client
+// reaches (a failover: see waitRuntime.sentinel), or does not answer: the
+// waits then start again on a new runtime, whose connections the Sentinels
+// send to the new master. It compares run_ids (INFO server) only while
+// lanes run; an INFO refused (an ACL) leaves the slices to find out.
+func (rt *waitRuntime) checkMaster() {
+	defer rt.lanes.Done()
+	tick := time.NewTicker(masterCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rt.quit:
+			return
+		case <-tick.C:
+		}
+		rt.mu.Lock()
+		busy := rt.running > 0
+		rt.mu.Unlock()
+		if busy && !rt.sameMaster() {
+			rt.retire()
+			return
+		}
+	}
+}
+
+// sameMaster reports whether rt's connections reach the server the user's
+// client does, or whether it cannot tell.
+func (rt *waitRuntime) sameMaster() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), masterCheckEvery)
+	defer cancel()
+	ours, err := topology.RunID(ctx, rt.own)
+	if err != nil {
+		return topology.IsReply(err) // hung or lost: retire
+	}
+	theirs, err := topology.RunID(ctx, rt.key.Client)
+	return err != nil || ours == theirs
+}
+
+// retire takes rt out of the registry and wakes its BLPOPs: each of its
+// waiters has a round that ends with nothing (its waiter tries on the
+// user's client, then waits on the client's new runtime), and rt winds
+// down as soon as its lanes stop.
+func (rt *waitRuntime) retire() {
+	registry.CompareAndDelete(rt.key, rt)
+	rt.mu.Lock()
+	rt.retired = true
+	var lanes []*lane
+	var wakes []string
+	for _, ln := range rt.all {
+		if w := ln.wakeLocked(); w != "" {
+			lanes, wakes = append(lanes, ln), append(wakes, w)
+		}
+	}
+	rt.mu.Unlock()
+	for i, ln := range lanes {
+		ln.push(wakes[i])
+	}
+}
+
+// laneStoppedLocked counts a lane's goroutine out; with none left the
+// runtime winds down after runtimeIdle.
+func (rt *waitRuntime) laneStoppedLocked() {
+	rt.running--
+	// A runtime on the user's client (own == nil: a client type without
+	// options) has no connections to close, but winds down all the same:
+	// it must leave the registry, which would otherwise keep every such
+	// client for good. Test hooks pin a runtime (see AddHook).
+	if rt.running > 0 || rt.closed || (len(rt.hooks) > 0 && !rt.retired) {
+		return
+	}
+	idle := runtimeIdle
+	if d := registry.TuningOf(rt.key.Client).Idle; d > 0 {
+		idle = d
+	}
+	if rt.retired {
+		idle = 0
+	}
+	rt.idle = time.AfterFunc(idle, rt.windDown)
+}
+
+// windDown closes a runtime that has been idle for runtimeIdle. It is
+// marked closed under the same lock as the check that it is idle, so that
+// a waiter that comes meanwhile takes a new runtime.
+func (rt *waitRuntime) windDown() {
+	rt.mu.Lock()
+	if rt.running > 0 || rt.closed || rt.idle == nil {
+		rt.mu.Unlock()
+		return
+	}
+	rt.closed, rt.idle = true, nil
+	rt.mu.Unlock()
+	rt.shut()
+}
+
+// close stops the runtime: its BLPOPs in flight fail (their waiters get
+// redis.ErrClosed), its lanes' goroutines are waited for and its
+// connections closed. A waiter that comes later takes a new runtime.
+func (rt *waitRuntime) close() {
+	rt.mu.Lock()
+	rt.closed = true
+	if rt.idle != nil {
+		rt.idle.Stop()
+		rt.idle = nil
+	}
+	rt.mu.Unlock()
+	rt.shut()
+}
+
+// shut does the work of close, once the runtime is marked closed.
+func (rt *waitRuntime) shut() {
+	registry.CompareAndDelete(rt.key, rt)
+	if rt.stopCheck != nil {
+		rt.stopCheck()
+	}
+	if rt.own != nil {
+		_ = rt.own.Close() // a BLPOP in flight fails at once
+	}
+	rt.lanes.Wait()
+}
+
+// Close closes the runtimes and the local queues of the clients ours
+// accepts. A wait in Redis at that moment ends with an error matching
+// redis.ErrClosed, and so does every waiter queued behind it in this
+// process (see Ticket.Shut); a wait started later makes a new runtime.
+func Close(ours func(redis.UniversalClient) bool) {
+	registry.Range(registry.Queue, func(k registry.Key, v any) bool {
+		if ours(k.Client) {
+			v.(*Queue).shutDown()
+		}
+		return true
+	})
+	registry.Range(registry.Runtime, func(k registry.Key, v any) bool {
+		if ours(k.Client) {
+			v.(*waitRuntime).close()
+		}
+		return true
+	})
+}
