@@ -35,6 +35,7 @@ func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireRe
 			return a.sent, a.res, nil
 		}
 		a.registered = true
+		a.t.Registered()
 		a.noteWaiting(ctx)
 		if !a.queued && a.takeTurn(ctx) {
 			continue
@@ -63,7 +64,7 @@ type attempt struct {
 // try sends a try that was not woken.
 func (a *attempt) try(ctx context.Context) {
 	a.sent = time.Now()
-	a.res, a.terr = a.l.try(ctx, a.blocking, a.t.Queue())
+	a.res, a.terr = a.l.try(ctx, a.blocking, a.t)
 	a.popped = false
 }
 
@@ -148,7 +149,7 @@ func (a *attempt) wait(ctx context.Context) error {
 		return l.wrap(wait.ErrShutdown)
 	}
 	wsent := time.Now()
-	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t.Queue())
+	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t)
 	if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 		// Given up while waiting: abandonWait settles the attempt. res,
 		// from the try before, is what the next waiter learns.
@@ -194,11 +195,14 @@ func (a *attempt) noteWakeup(ctx context.Context, w waitResult, wsent time.Time)
 func (a *attempt) leave() {
 	l := a.l
 	acquired := a.terr == nil && a.res.status == wire.Acquired
-	emptied := false
+	lastOf := ""
 	if a.t != nil {
-		emptied = a.t.Leave(l.expiresHint(a.res, a.terr, a.sent), acquired)
+		if !acquired {
+			a.t.Registered() // a try whose reply was lost, or that of a wait given up, may have
+		}
+		lastOf = a.t.Leave(l.expiresHint(a.res, a.terr, a.sent), acquired)
 	}
-	l.reg.end(l, a, emptied, acquired)
+	l.reg.end(l, a, lastOf, acquired)
 }
 
 // acquireResult is an acquire script's reply.

@@ -87,24 +87,24 @@ func (l *core) expiresHint(res acquireResult, err error, sent time.Time) time.Ti
 // false) is sent, for a protocol whose busy tries register the caller as
 // waiting, in the mode that does not register; q is the caller's local
 // queue, if any (see prepared).
-func (l *core) try(ctx context.Context, blocking bool, q *wait.Queue) (acquireResult, error) {
+func (l *core) try(ctx context.Context, blocking bool, tk *wait.Ticket) (acquireResult, error) {
 	mode := tryFirst
 	if !blocking && l.reg.only() {
 		mode = tryOnly
 	}
-	return l.tryAs(ctx, mode, q)
+	return l.tryAs(ctx, mode, tk)
 }
 
 // tryAs runs the acquire script once, as a try of mode m (tryFirst,
 // tryWoken or tryOnly); a topology reply has it sent again without the
 // turn keys (trySolo), or, for tryOnly, as it was.
-func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireResult, error) {
+func (l *core) tryAs(ctx context.Context, mode tryMode, tk *wait.Ticket) (acquireResult, error) {
 	in := l.ident.Load()
 	solo := trySolo
 	if mode == tryOnly {
 		solo = tryOnly // the solo keys are all the keys: it registers nothing either
 	}
-	acquireCmd, acquireArgs := l.prepared(in, mode, q)
+	acquireCmd, acquireArgs := l.prepared(in, mode, tk)
 	if !l.ack.on() {
 		cmd := wire.RunPrepared(ctx, l.client, acquireCmd, l.scripts.acquire, l.acquireKeys, acquireArgs)
 		if topology.Is(cmd.Err()) {
@@ -112,7 +112,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 			// missing, is answered TRYAGAIN until it ends. Without the
 			// turn keys a plain acquire has one key, which the importing
 			// node serves (a fenced one has two, and is retried).
-			soloCmd, soloArgs := l.prepared(in, solo, q)
+			soloCmd, soloArgs := l.prepared(in, solo, tk)
 			_ = topology.Do(ctx, l.client, func() error {
 				cmd = wire.RunPrepared(ctx, l.client, soloCmd, l.scripts.acquire, l.soloKeys, soloArgs)
 				return cmd.Err()
@@ -122,7 +122,7 @@ func (l *core) tryAs(ctx context.Context, mode tryMode, q *wait.Queue) (acquireR
 		res.id = in.id
 		return res, err
 	}
-	_, soloArgs := l.prepared(in, solo, q)
+	_, soloArgs := l.prepared(in, solo, tk)
 	cmd, ackErr := l.ack.runOr(ctx, l.client, l.scripts.acquire, l.acquireKeys, acquireArgs, l.soloKeys, soloArgs)
 	return l.acked(ctx, in.id, cmd, ackErr)
 }
@@ -141,7 +141,7 @@ const (
 // protocol whose waiters register by their local queue, the queue's token
 // (q's; "" without a queue) is appended to the ARGV, and the command built
 // for this call.
-func (l *core) prepared(in *identity, m tryMode, q *wait.Queue) (cmd, args []any) {
+func (l *core) prepared(in *identity, m tryMode, tk *wait.Ticket) (cmd, args []any) {
 	keys := l.acquireKeys
 	switch m {
 	case tryWoken:
@@ -153,7 +153,7 @@ func (l *core) prepared(in *identity, m tryMode, q *wait.Queue) (cmd, args []any
 	default:
 		cmd, args = in.acquireCmd, in.acquireArgs
 	}
-	token, ok := l.reg.token(q)
+	token, ok := l.reg.token(tk)
 	if !ok {
 		return cmd, args
 	}
@@ -233,18 +233,14 @@ func (l *core) giveBack(ctx context.Context) {
 	}()
 }
 
-// unregister takes back with the script leave, in the background, a
-// registration as a waiter (see registration): the queue q's, after every
-// abandoned wait of q is finished, or else this core's own, after its
-// abandoned waits are: the try behind such a wait's BLPOP would register
-// it again. The next Acquire or Release waits for it. Errors are
+// unregister takes back with the script leave, in the background, the
+// registration as a waiter of id (see registration), a queue generation's
+// token or this core's own id, once the abandoned waits counted by pending
+// are finished: the try behind such a wait's BLPOP would register it
+// again. The next Acquire or Release waits for it. Errors are
 // dropped: a registration lapses on its own, a slice and a second after
 // it was last renewed.
-func (l *core) unregister(leave *redis.Script, q *wait.Queue) {
-	id, pending := l.ownerID(), &l.abandons
-	if q != nil {
-		id, pending = q.Token(), &q.Abandons
-	}
+func (l *core) unregister(leave *redis.Script, id string, pending *wait.Cleanups) {
 	l.cleanups.Add()
 	go func() {
 		defer l.cleanups.Done()

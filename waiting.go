@@ -26,15 +26,15 @@ import (
 // abandonWait): its BLPOP is woken through its lane's wake key, a signal
 // it popped is given back and a lock its try took is released. The next
 // Acquire or Release of the primitive waits for that.
-func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) waitResult {
+func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket) waitResult {
 	in := l.ident.Load()
 	var try []any
 	if !l.ack.on() { // WAIT must follow the try on its connection: see pipeWait
-		try, _ = l.prepared(in, tryWoken, q)
+		try, _ = l.prepared(in, tryWoken, tk)
 	}
 	req := wait.NewReq(l.keys[1], d, try)
 	if ctx.Done() == nil { // cannot end: no need to watch it
-		return l.pipeWait(ctx, req, in, q)
+		return l.pipeWait(ctx, req, in, tk)
 	}
 	// The wait and the try after it get all the time the caller gives
 	// (a try after a lost connection is retried as the client is told),
@@ -43,7 +43,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) w
 	ch := make(chan waitResult, 1)
 	go func() {
 		defer cancel()
-		ch <- l.pipeWait(pctx, req, in, q)
+		ch <- l.pipeWait(pctx, req, in, tk)
 	}()
 	select {
 	case r := <-ch:
@@ -59,10 +59,10 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, q *wait.Queue) w
 	}
 	l.cleanups.Add()
 	l.abandons.Add()
-	if q != nil {
-		q.Abandons.Add()
+	if tk != nil {
+		tk.Queue().Abandons.Add()
 	}
-	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, q)
+	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, tk)
 	return waitResult{err: ctx.Err()}
 }
 
@@ -79,11 +79,11 @@ type waitResult struct {
 // abandonWait finishes a wait whose caller has gone (see waitAndTry): it
 // wakes the BLPOP still blocked, waits for the outcome and undoes it. A
 // try still unanswered after cleanupTimeout is cancelled (stop).
-func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitResult, stop context.CancelFunc, q *wait.Queue) {
+func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitResult, stop context.CancelFunc, tk *wait.Ticket) {
 	defer l.cleanups.Done()
 	defer l.abandons.Done()
-	if q != nil {
-		defer q.Abandons.Done()
+	if tk != nil {
+		defer tk.Queue().Abandons.Done()
 	}
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
@@ -119,14 +119,14 @@ func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitRes
 //
 // With replica ack the try is never pipelined: WAIT must follow it on the
 // connection it ran on, the key's master (see core.try).
-func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, q *wait.Queue) waitResult {
+func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, tk *wait.Ticket) waitResult {
 	round, err := wait.On(ctx, l.client, req)
 	if err != nil {
 		return waitResult{err: err}
 	}
 	perr := round.Err
 	r := waitResult{popped: round.Popped, woken: round.Woken, slept: round.Slept, moving: topology.Is(perr)}
-	r.res, r.err = l.afterRound(ctx, round, in, q)
+	r.res, r.err = l.afterRound(ctx, round, in, tk)
 	if (round.Try != nil || round.Popped) && clientClosed(l.client) {
 		// The round ran on the runtime's connections, which outlive the
 		// caller's client: what it took for a client closed meanwhile
@@ -155,7 +155,7 @@ func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, q *wai
 // second waiter's signal. Without retries (MaxRetries -1), after a
 // Shutdown, or when its waiter gave up, the error is returned instead, and
 // what may have been taken is given back (see core.fail, abandonWait).
-func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, q *wait.Queue) (acquireResult, error) {
+func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, tk *wait.Ticket) (acquireResult, error) {
 	perr := round.Err
 	moving := topology.Is(perr)
 	lost := perr != nil && !moving && !topology.IsReply(perr)
@@ -167,17 +167,17 @@ func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, q
 	case lost && (round.Gone || maxRetries(l.client) == 0 || errors.Is(perr, redis.ErrClosed)):
 		return acquireResult{}, perr
 	case lost:
-		res, err = l.tryAs(ctx, tryWoken, q)
+		res, err = l.tryAs(ctx, tryWoken, tk)
 	case round.Try != nil:
 		res, err = l.acked(ctx, in.id, round.Try, nil)
 	case round.Gone:
 		return acquireResult{}, nil
 	case moving:
-		res, err = l.tryAs(ctx, tryFirst, q)
+		res, err = l.tryAs(ctx, tryFirst, tk)
 	default:
-		res, err = l.tryAs(ctx, tryWoken, q)
+		res, err = l.tryAs(ctx, tryWoken, tk)
 	}
-	return l.tryAgain(ctx, moving, res, err, q)
+	return l.tryAgain(ctx, moving, res, err, tk)
 }
 
 // tryAgain sends the try after a wait once more where it could not run:
@@ -186,13 +186,13 @@ func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, q
 // or the script cache was empty (a restart, SCRIPT FLUSH), or the slot
 // moves (MOVED, ASK, TRYAGAIN...). It is sent on its own, with EVAL when
 // needed, following redirects; res and err stand otherwise.
-func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, q *wait.Queue) (acquireResult, error) {
+func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err error, tk *wait.Ticket) (acquireResult, error) {
 	if moving && err != nil && !topology.IsReply(err) {
 		topology.RefreshSlots(ctx, l.client) // find the new master
-		res, err = l.try(ctx, true, q)
+		res, err = l.try(ctx, true, tk)
 	}
 	if wire.IsNoScript(err) || topology.Is(err) {
-		res, err = l.try(ctx, true, q)
+		res, err = l.try(ctx, true, tk)
 	}
 	return res, err
 }

@@ -17,11 +17,11 @@ type Queue struct {
 
 	// mu guards the fields below.
 	mu       sync.Mutex
-	waiters  []*Ticket // waiters[0] is the head
-	dead     bool      // removed from the registry; join a new one
-	expires  time.Time // when the holder's key expires, as last seen; zero: unknown
-	acquired bool      // the last head to leave had acquired
-	token    string    // see Token; "" until asked for
+	waiters  []*Ticket   // waiters[0] is the head
+	dead     bool        // removed from the registry; join a new one
+	expires  time.Time   // when the holder's key expires, as last seen; zero: unknown
+	acquired bool        // the last head to leave had acquired
+	gen      *generation // the generation a waiter joins; nil: a new one
 
 	shut     chan struct{} // closed by Close: every waiter of the queue ends
 	shutOnce sync.Once
@@ -34,7 +34,22 @@ type Queue struct {
 // A Ticket is one waiter's place in a queue.
 type Ticket struct {
 	q    *Queue
+	gen  *generation   // guarded by q.mu
 	turn chan struct{} // closed when the waiter becomes head
+}
+
+// A generation is the waiters of a queue that joined under one token (see
+// Ticket.Token). A queue's waiters join its current generation until one
+// of them acquires after the generation may have been registered in
+// Redis: later waiters start a new one. So a registration that Redis
+// admitted (an RWMutex's waiting readers, let in ahead of waiting writers
+// at a writer's release) stands for the waiters who were waiting then,
+// and is taken back once they are in, not kept as long as the queue
+// never empties.
+type generation struct {
+	token      string // "" until asked for
+	n          int    // the queue's waiters in it
+	registered bool   // a try with its token may have registered it
 }
 
 // Join puts a waiter at the end of the queue of (client, key); the
@@ -46,6 +61,7 @@ func Join(client redis.UniversalClient, key string) *Ticket {
 		q := &Queue{qk: qk, dead: true, shut: make(chan struct{})}
 		t := &Ticket{q: q, turn: make(chan struct{})}
 		q.waiters = []*Ticket{t}
+		q.join(t)
 		close(t.turn)
 		return t
 	}
@@ -59,6 +75,7 @@ func Join(client redis.UniversalClient, key string) *Ticket {
 		}
 		t := &Ticket{q: q, turn: make(chan struct{})}
 		q.waiters = append(q.waiters, t)
+		q.join(t)
 		if len(q.waiters) == 1 {
 			close(t.turn)
 		}
@@ -67,14 +84,34 @@ func Join(client redis.UniversalClient, key string) *Ticket {
 	}
 }
 
+// join puts t in q's current generation. q.mu is held.
+func (q *Queue) join(t *Ticket) {
+	if q.gen == nil {
+		q.gen = &generation{}
+	}
+	t.gen = q.gen
+	t.gen.n++
+}
+
 // Leave takes t out of its queue. If t was the head, the next waiter
 // becomes head; expires is what t last learned of the holder's expiry, and
-// acquired whether it acquired, for it. An empty queue leaves the registry;
-// Leave reports whether t was the last in it.
-func (t *Ticket) Leave(expires time.Time, acquired bool) (emptied bool) {
+// acquired whether it acquired, for it. An empty queue leaves the
+// registry. When t was the last of its generation and the generation may
+// be registered in Redis (see Registered), Leave returns its token, for
+// the caller to take the registration back; else "".
+func (t *Ticket) Leave(expires time.Time, acquired bool) (lastOf string) {
 	q := t.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	g := t.gen
+	g.n--
+	if q.gen == g && (g.n == 0 || (acquired && g.registered)) {
+		// Done with, or got in: whoever joins now waits anew.
+		q.gen = nil
+	}
+	if g.n == 0 && g.registered {
+		lastOf = g.token
+	}
 	for i, w := range q.waiters {
 		if w != t {
 			continue
@@ -92,7 +129,7 @@ func (t *Ticket) Leave(expires time.Time, acquired bool) (emptied bool) {
 		q.dead = true
 		registry.CompareAndDelete(q.qk, q)
 	}
-	return len(q.waiters) == 0
+	return lastOf
 }
 
 // AfterAcquire reports whether the head that left before t became head
@@ -114,25 +151,33 @@ func (t *Ticket) PTTLHint() int64 {
 	return max(time.Until(t.q.expires).Milliseconds(), 1)
 }
 
-// Token returns a token that stands, in Redis, for the waiters of
-// this queue (see protocol.queueRegisters): made when first asked for, it
-// lives and dies with the queue, so that a registration taken back for an
-// old queue never removes a newer one's.
-func (q *Queue) Token() string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.token == "" {
-		q.token = uuid.NewString()
+// Token returns the token that stands, in Redis, for t and the other
+// waiters of its generation (see generation): made when first asked for,
+// it is never reused, so that a registration taken back for an old
+// generation never removes a newer one's. "" for a nil t.
+func (t *Ticket) Token() string {
+	if t == nil {
+		return ""
 	}
-	return q.token
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	if t.gen.token == "" {
+		t.gen.token = uuid.NewString()
+	}
+	return t.gen.token
 }
 
-// TokenSent reports whether q's token was made, and so may have been sent
-// in a try that registered it.
-func (q *Queue) TokenSent() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.token != ""
+// Registered records that a try with t's token may have registered its
+// generation in Redis (it found the primitive busy, or its reply was
+// lost): the last of the generation to leave takes it back. Nothing for a
+// nil t.
+func (t *Ticket) Registered() {
+	if t == nil {
+		return
+	}
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	t.gen.registered = true
 }
 
 // Queue returns t's queue; nil for a nil t.

@@ -44,14 +44,13 @@ func TestQueueTurnsInJoinOrder(t *testing.T) {
 		t.Fatalf("Queues() = %d, want %d", got, before+2)
 	}
 	// A waiter that leaves before its turn passes nothing on.
-	if b.Leave(time.Time{}, false) {
-		t.Fatal("b was not the last waiter")
-	}
+	b.Leave(time.Time{}, false)
 	if isClosed(d.Turn()) {
 		t.Fatal("d became head while a still was")
 	}
-	if a.Leave(time.Now().Add(5*time.Second), true) {
-		t.Fatal("a was not the last waiter")
+	a.Leave(time.Now().Add(5*time.Second), true)
+	if got := Queues(); got != before+2 {
+		t.Fatalf("Queues() = %d with d still waiting, want %d", got, before+2)
 	}
 	if !isClosed(d.Turn()) {
 		t.Fatal("d is not head after a left")
@@ -62,23 +61,19 @@ func TestQueueTurnsInJoinOrder(t *testing.T) {
 	if h := d.PTTLHint(); h < 4000 || h > 5000 {
 		t.Fatalf("PTTLHint() = %d ms, want about 5000", h)
 	}
-	if !d.Leave(time.Time{}, false) || !other.Leave(time.Time{}, false) {
-		t.Fatal("the last waiters did not empty their queues")
-	}
+	d.Leave(time.Time{}, false)
+	other.Leave(time.Time{}, false)
 	if got := Queues(); got != before {
 		t.Fatalf("Queues() = %d after every waiter left, want %d", got, before)
 	}
 	// A new waiter makes a new queue, with a token of its own.
 	e := Join(c, "lock:q")
 	defer e.Leave(time.Time{}, false)
-	if e.Queue() == a.Queue() || e.Queue().TokenSent() {
+	if e.Queue() == a.Queue() {
 		t.Fatal("a waiter joined a queue that had emptied")
 	}
-	if tok := e.Queue().Token(); tok == "" || tok == a.Queue().Token() || e.Queue().Token() != tok {
+	if tok := e.Token(); tok == "" || tok == a.Token() || e.Token() != tok {
 		t.Fatal("a queue's token must be its own and stable")
-	}
-	if !e.Queue().TokenSent() {
-		t.Fatal("TokenSent is false after Token")
 	}
 	if e.PTTLHint() != 0 || e.AfterAcquire() {
 		t.Fatal("a new queue knows nothing of the holder")
@@ -99,9 +94,74 @@ func TestQueueOfUncomparableClient(t *testing.T) {
 	if a.Queue() == b.Queue() || !isClosed(a.Turn()) || !isClosed(b.Turn()) {
 		t.Fatal("each waiter of an uncomparable client must be its own head")
 	}
-	if !a.Leave(time.Time{}, false) || !b.Leave(time.Time{}, false) {
-		t.Fatal("a lone waiter's Leave must report its queue emptied")
+	if a.Token() == b.Token() {
+		t.Fatal("two queues share a token")
 	}
+	a.Registered()
+	b.Registered()
+	if a.Leave(time.Time{}, false) != a.Token() || b.Leave(time.Time{}, false) != b.Token() {
+		t.Fatal("a lone registered waiter's Leave must return its token to take back")
+	}
+}
+
+// A queue's waiters share a token (one registration in Redis) until one of
+// them gets in after it may have been registered: the waiters who join
+// after that start a new generation, with a token of its own, and each
+// generation's last waiter to leave returns its token to be taken back,
+// only if it may have been registered. (Else an RWMutex's readers on one
+// client that never let their queue empty kept their admission, and the
+// writers out, until it lapsed.)
+func TestQueueGenerations(t *testing.T) {
+	c := noServer(t)
+	a, b := Join(c, "lock:g"), Join(c, "lock:g")
+	if a.Token() != b.Token() {
+		t.Fatal("waiters who joined together must share a token")
+	}
+	// Never registered: getting in starts no new generation, and nothing
+	// is to be taken back.
+	if got := a.Leave(time.Time{}, true); got != "" {
+		t.Fatalf("Leave of an unregistered generation = %q, want \"\"", got)
+	}
+	d := Join(c, "lock:g")
+	if d.Token() != b.Token() {
+		t.Fatal("an unregistered generation must stay the queue's after one got in")
+	}
+	first := b.Token()
+	// b's try found the primitive busy and registered the token; then d
+	// gets in (admitted with the token): whoever joins now starts anew.
+	b.Registered()
+	if got := d.Leave(time.Time{}, true); got != "" {
+		t.Fatalf("d's Leave = %q with b still in the generation, want \"\"", got)
+	}
+	e := Join(c, "lock:g")
+	if e.Token() == first {
+		t.Fatal("a waiter who joined after a registered generation got in shares its token")
+	}
+	if got := b.Leave(time.Time{}, true); got != first {
+		t.Fatalf("the last of the first generation left with %q, want its token %q", got, first)
+	}
+	// e's generation was never registered: nothing to take back, though
+	// it empties the queue.
+	if got := e.Leave(time.Time{}, false); got != "" {
+		t.Fatalf("Leave of an unregistered generation = %q, want \"\"", got)
+	}
+	// A generation that empties while an older one still waits is not
+	// joined again: its take-back may be on its way.
+	f, g := Join(c, "lock:g"), Join(c, "lock:g")
+	f.Registered()
+	g.Leave(time.Time{}, true) // got in: f's generation is no longer the queue's
+	h := Join(c, "lock:g")
+	h.Registered()
+	second := h.Token()
+	if got := h.Leave(time.Time{}, false); got != second {
+		t.Fatalf("h left with %q, want its generation's token %q", got, second)
+	}
+	k := Join(c, "lock:g") // f still waits: the queue lives on
+	if k.Queue() != f.Queue() || k.Token() == second || k.Token() == f.Token() {
+		t.Fatal("a waiter joined a generation whose last waiter had left")
+	}
+	f.Leave(time.Time{}, false)
+	k.Leave(time.Time{}, false)
 }
 
 // Cleanups.Wait returns once the count is back to zero, or with ctx's
