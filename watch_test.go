@@ -301,34 +301,38 @@ func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
 // Under Sentinel the watch follows the master: after a failover its
 // connections went on to the old master (a replica now, or hung), where
 // nobody changes the keys, and a takeover on the new master went unseen
-// for seconds, or minutes when the old master hung. It asks its server's
-// role every second, and goes to the new master when it is no longer one
-// or does not answer: a takeover on the new master is seen within 2 s of
-// the switch, or within the watch's 2 s timeout and 2 s more when the old
-// master hangs.
+// for seconds, or minutes when the old master hung. It asks the Sentinels
+// every second where the master is (nothing of the servers, where an ACL
+// may deny INFO), and goes to the new master once they name it: a
+// takeover on the new master is seen within 2 s of the switch, whether
+// the old master was demoted or hangs.
 func TestWatchFollowsASentinelFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Sentinel failovers")
 	}
+	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
-		name   string
-		within time.Duration
-		fail   func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+		name     string
+		fail     func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+		denyInfo bool // the client's user may not run INFO (an ACL)
 	}{
-		{"SENTINEL FAILOVER", 2 * time.Second, func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
-			sentinelFailover(t, ss)
-		}},
-		{"old master hangs", 4 * time.Second, func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
+		{"SENTINEL FAILOVER", failover, false},
+		{"SENTINEL FAILOVER, INFO denied", failover, true},
+		{"old master hangs", func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
 			primary.Pause()
 			t.Cleanup(primary.Cont)
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := redistest.Start(t)
 			replica := redistest.StartReplica(t, primary)
 			ss := redistest.StartSentinels(t, primary, 1)
 			ctx := ctxT(t)
-			l := watchedHold(t, ctx, failoverClient(t, ss), "job")
+			c := failoverClient(t, ss)
+			if tc.denyInfo {
+				c = infoDeniedFailoverClient(t, ss, -1, primary, replica)
+			}
+			l := watchedHold(t, ctx, c, "job")
 			if n, err := primary.Client().Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
 				t.Fatalf("WAIT = %d, %v: the replica does not have the key", n, err)
 			}
@@ -341,8 +345,8 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 			lostWithin(t, l, 30*time.Second, redislock.ErrTakenOver, "a takeover on the new master")
 			took := time.Since(switched)
 			t.Logf("switch -> takeover seen: %v", took)
-			if took > tc.within {
-				t.Errorf("the takeover on the new master was seen %v after the switch; want within %v", took, tc.within)
+			if took > 2*time.Second {
+				t.Errorf("the takeover on the new master was seen %v after the switch; want within 2 s", took)
 			}
 		})
 	}
@@ -491,17 +495,19 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Sentinel failovers")
 	}
+	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
-		name string
-		fail func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+		name     string
+		fail     func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
+		handoffs bool // then hand off five times more, while the old master calls itself master
+		denyInfo bool // the client's user may not run INFO (an ACL)
 	}{
-		{"SENTINEL FAILOVER", func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) {
-			sentinelFailover(t, ss)
-		}},
+		{"SENTINEL FAILOVER", failover, true, false},
+		{"SENTINEL FAILOVER, INFO denied", failover, true, true},
 		{"old master hangs", func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
 			primary.Pause()
 			t.Cleanup(primary.Cont)
-		}},
+		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := redistest.Start(t)
@@ -519,6 +525,9 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			// tries on the client, which retries as it is told (without
 			// retries the error is returned instead, see afterRound).
 			c := retryingFailoverClient(t, ss)
+			if tc.denyInfo {
+				c = infoDeniedFailoverClient(t, ss, 0, primary, replica)
+			}
 			w := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 			got := acquireAsync(ctx, w)
 			within(t, 10*time.Second, "the waiter blocks in BLPOP", func() bool {
@@ -548,7 +557,7 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
 				t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
 			}
-			if tc.name != "SENTINEL FAILOVER" {
+			if !tc.handoffs {
 				return // the old master hangs: its connections fail on their own
 			}
 			// Every later hand-off, while the old master still calls itself
@@ -797,6 +806,32 @@ func retryingFailoverClient(t *testing.T, ss *redistest.Sentinels) *redis.Client
 		DialTimeout:   200 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// infoDeniedFailoverClient is a failover client as a user whom the
+// servers' ACL denies INFO (the library once told servers apart by their
+// run_id).
+// maxRetries is go-redis's option (0: its default).
+func infoDeniedFailoverClient(t *testing.T, ss *redistest.Sentinels, maxRetries int, servers ...*redistest.Server) *redis.Client {
+	t.Helper()
+	for _, s := range servers {
+		if err := s.Client().Do(context.Background(), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redistest.MasterName,
+		SentinelAddrs: ss.Addrs(),
+		DialTimeout:   200 * time.Millisecond,
+		Username:      "noinfo",
+		Password:      "pw",
+		MaxRetries:    maxRetries,
+	})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Info(context.Background(), "server").Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("INFO as the restricted user = %v, want NOPERM", err)
+	}
 	return c
 }
 

@@ -26,8 +26,10 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -328,20 +330,76 @@ func FailedPipeline(err error, cmds ...*redis.Cmd) {
 // client (NewFailoverClient): its dialer asks the Sentinels for the master.
 // Connections made from those options stay on the master they reached:
 // after a failover they go on to the old one, which may still call itself
-// master for seconds, until something checks (see RunID).
+// master for seconds, or hang, until something checks (see Pin).
 const FailoverAddr = "FailoverClient"
 
-// RunID returns the run_id (INFO server) of the server c reaches: it tells
-// two servers apart, as an address may not (a failover).
-func RunID(ctx context.Context, c redis.UniversalClient) (string, error) {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			return strings.TrimSpace(v), nil
+// A Pin notes where the connections made from a failover client's options
+// went, and tells whether the Sentinels name another master now (Moved).
+// It asks nothing of the servers (INFO, ROLE), which an ACL may deny: the
+// failover client's own dialer asks the Sentinels, as it does for every
+// connection of the client.
+type Pin struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	network string
+
+	mu     sync.Mutex
+	server string // where the first connection went; "" before it
+	split  bool   // a later one went elsewhere
+}
+
+// NewPin pins opt, a failover client's options (Addr is FailoverAddr):
+// the connections made from opt afterwards are noted.
+func NewPin(opt *redis.Options) *Pin {
+	p := &Pin{dial: opt.Dialer, network: cmp.Or(opt.Network, "tcp")}
+	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := p.dial(ctx, network, addr)
+		if err == nil {
+			p.note(cn)
 		}
+		return cn, err
 	}
-	return "", errors.New("redislock: no run_id in INFO server")
+	return p
+}
+
+func (p *Pin) note(cn net.Conn) {
+	addr := remote(cn)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.server == "":
+		p.server = addr
+	case addr != p.server:
+		p.split = true
+	}
+}
+
+// Moved reports whether the pinned connections do not all reach the
+// master the Sentinels name now: it makes a connection through them, and
+// closes it at once. It reports false when it cannot tell (no connection
+// was made yet, or none can be now).
+func (p *Pin) Moved(ctx context.Context) bool {
+	p.mu.Lock()
+	server, split := p.server, p.split
+	p.mu.Unlock()
+	if split {
+		return true
+	}
+	if server == "" {
+		return false
+	}
+	cn, err := p.dial(ctx, p.network, FailoverAddr)
+	if err != nil {
+		return false
+	}
+	addr := remote(cn)
+	_ = cn.Close()
+	return addr != "" && addr != server
+}
+
+// remote returns the address cn reaches, "" when it does not say.
+func remote(cn net.Conn) string {
+	if a := cn.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }

@@ -3,6 +3,8 @@ package topology
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -93,5 +95,65 @@ func TestBackoffDoublesWithinBounds(t *testing.T) {
 		if got[i] != want[i]*time.Millisecond {
 			t.Fatalf("Backoff steps = %v; want %v ms", got, want)
 		}
+	}
+}
+
+// addrConn is a connection that says it reaches addr.
+type addrConn struct {
+	net.Conn
+	addr string
+}
+
+func (c addrConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: portOf(c.addr)}
+}
+func (c addrConn) Close() error { return nil }
+
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// A Pin notes where the connections made from a failover client's options
+// went, and reports a move only when the Sentinels (the dialer) name
+// another server, or the connections went to two; when it cannot tell it
+// reports none.
+func TestPin(t *testing.T) {
+	ctx := context.Background()
+	master, down := "127.0.0.1:7000", false
+	opt := &redis.Options{Addr: FailoverAddr, Dialer: func(context.Context, string, string) (net.Conn, error) {
+		if down {
+			return nil, errors.New("no Sentinel answers")
+		}
+		return addrConn{addr: master}, nil
+	}}
+	p := NewPin(opt)
+	if p.Moved(ctx) {
+		t.Fatal("moved before any connection was made")
+	}
+	if _, err := opt.Dialer(ctx, "tcp", FailoverAddr); err != nil {
+		t.Fatal(err)
+	}
+	if p.Moved(ctx) {
+		t.Fatal("moved while the Sentinels name the server of its connections")
+	}
+	master = "127.0.0.1:7001" // a failover
+	if !p.Moved(ctx) {
+		t.Fatal("not moved once the Sentinels name another server")
+	}
+	down = true
+	if p.Moved(ctx) {
+		t.Fatal("moved when the Sentinels do not answer")
+	}
+	down = false
+	// A later connection of the pinned options reaches the new master:
+	// they are split, and moved whatever the Sentinels say.
+	if _, err := opt.Dialer(ctx, "tcp", FailoverAddr); err != nil {
+		t.Fatal(err)
+	}
+	master = "127.0.0.1:7000"
+	if !p.Moved(ctx) {
+		t.Fatal("not moved with its connections on two servers")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock/internal/registry"
-	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // A runtime's life: it winds down after its last wait (runtimeIdle), is
@@ -18,11 +17,10 @@ import (
 // compares its server with the one the user's client reaches.
 const masterCheckEvery = 500 * time.Millisecond
 
-// checkMaster retires rt once its server is not the one the user's client
-// reaches (a failover: see waitRuntime.sentinel), or does not answer: the
-// waits then start again on a new runtime, whose connections the Sentinels
-// send to the new master. It compares run_ids (INFO server) only while
-// lanes run; an INFO refused (an ACL) leaves the slices to find out.
+// checkMaster retires rt once its connections do not reach the master the
+// Sentinels name (a failover: see waitRuntime.sentinel): the waits then
+// start again on a new runtime, whose connections go to the new master. It
+// asks the Sentinels (see topology.Pin) only while lanes run.
 func (rt *waitRuntime) checkMaster() {
 	defer rt.lanes.Done()
 	tick := time.NewTicker(masterCheckEvery)
@@ -36,24 +34,19 @@ func (rt *waitRuntime) checkMaster() {
 		rt.mu.Lock()
 		busy := rt.running > 0
 		rt.mu.Unlock()
-		if busy && !rt.sameMaster() {
+		if busy && rt.moved() {
 			rt.retire()
 			return
 		}
 	}
 }
 
-// sameMaster reports whether rt's connections reach the server the user's
-// client does, or whether it cannot tell.
-func (rt *waitRuntime) sameMaster() bool {
+// moved reports whether the Sentinels name another master than the one
+// rt's connections reach.
+func (rt *waitRuntime) moved() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), masterCheckEvery)
 	defer cancel()
-	ours, err := topology.RunID(ctx, rt.own)
-	if err != nil {
-		return topology.IsReply(err) // hung or lost: retire
-	}
-	theirs, err := topology.RunID(ctx, rt.key.Client)
-	return err != nil || ours == theirs
+	return rt.pin.Moved(ctx)
 }
 
 // retire takes rt out of the registry and wakes its BLPOPs: each of its

@@ -69,9 +69,11 @@ type waitRuntime struct {
 	// could take a lock on a server whose writes are about to be thrown
 	// away): tries go through the user's client, which go-redis moves to
 	// the new master as the Sentinels announce it. And while waits run,
-	// checkMaster compares the runtime's server with the user's client's
-	// every masterCheckEvery; once they differ the runtime retires.
+	// checkMaster asks the Sentinels every masterCheckEvery whether the
+	// runtime's server is still the master; once it is not, the runtime
+	// retires.
 	sentinel  bool
+	pin       *topology.Pin  // where own's connections went (sentinel only)
 	quit      chan struct{}  // closed by stopCheck (shut): checkMaster returns
 	stopCheck func()         // closes quit once; nil without checkMaster
 	lanes     sync.WaitGroup // lane goroutines running, and checkMaster
@@ -118,6 +120,9 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == topology.FailoverAddr}
 	if opt.Addr != "" || opt.Dialer != nil {
 		ownPool(&opt, cluster)
+		if rt.sentinel {
+			rt.pin = topology.NewPin(&opt)
+		}
 		rt.own = redis.NewClient(&opt)
 		rt.rc, rt.share = rt.own, true
 	}

@@ -24,13 +24,14 @@ type trackConns struct {
 	sub      *redis.Client
 	ps       *redis.PubSub
 	rd       *redis.Client
-	subID    atomic.Int64 // CLIENT ID of sub's connection
-	subName  string       // the unique CLIENT SETNAME of sub's connection
-	subConn  atomic.Bool  // sub has connected once: a second connection is refused
-	rdConn   atomic.Bool  // rd has connected once
-	rdNew    atomic.Bool  // rd has a new connection, on which no key is tracked yet
-	stopping atomic.Bool  // the receiver is to exit
-	pinged   atomic.Int64 // when sub was pinged, with nothing heard since (UnixNano); 0: not pinged
+	pin      *topology.Pin // where they went, on a Sentinel failover client; else nil
+	subID    atomic.Int64  // CLIENT ID of sub's connection
+	subName  string        // the unique CLIENT SETNAME of sub's connection
+	subConn  atomic.Bool   // sub has connected once: a second connection is refused
+	rdConn   atomic.Bool   // rd has connected once
+	rdNew    atomic.Bool   // rd has a new connection, on which no key is tracked yet
+	stopping atomic.Bool   // the receiver is to exit
+	pinged   atomic.Int64  // when sub was pinged, with nothing heard since (UnixNano); 0: not pinged
 
 	rdMu    sync.Mutex
 	rdConns []net.Conn // rd's connections, as dialed, for peerClosed
@@ -97,6 +98,9 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
 	c := &trackConns{subName: "redislock-tracker-" + uuid.NewString()}
+	if opt.Addr == topology.FailoverAddr {
+		c.pin = topology.NewPin(&opt) // both connections are noted
+	}
 	userOnConnect := opt.OnConnect
 	opt.ClientName = "" // ours are named below, or left unnamed
 	so := opt

@@ -3,8 +3,6 @@ package watch
 import (
 	"context"
 	"time"
-
-	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
 // waitKick waits for work. A connection of rd that the server closed (a
@@ -44,7 +42,7 @@ func (t *tracker) waitKick(c *trackConns) {
 				t.pingReader(c)
 				return
 			}
-			if t.opt.Addr == topology.FailoverAddr && !t.stillMaster(c) {
+			if c.pin != nil && !t.stillMaster(c) {
 				return // run makes the connections again, through the Sentinels
 			}
 		case <-timer.C:
@@ -80,30 +78,22 @@ func (t *tracker) workNow(c *trackConns) (next time.Time, work bool) {
 	return next, false
 }
 
-// stillMaster reports whether rd's server is still the one the caller's
-// client reaches, for a client that Sentinels manage: after a failover the
-// watch's connections still go to the old master (a replica soon, or
-// hung), where nobody changes the keys any more, and for seconds the old
-// one may still call itself master; go-redis moves the caller's client to
-// the new one as the Sentinels announce it. Servers are told apart by their
-// run_id (INFO server). A pair whose server is another, or does not answer
-// in time, is marked broken: run makes it again, through the Sentinels,
-// and reads every key again. When the caller's client cannot tell (it
-// fails, or INFO is denied), the other checks are left to find out.
+// stillMaster reports whether the pair's connections still reach the
+// master the Sentinels name, for a client that Sentinels manage: after a
+// failover the watch's connections still go to the old master (a replica
+// soon, or hung), where nobody changes the keys any more, and for seconds
+// the old one may still call itself master. A pair that reaches another
+// server is marked broken: run makes it again, through the Sentinels, and
+// reads every key again. When the Sentinels cannot tell, the other checks
+// are left to find out.
 func (t *tracker) stillMaster(c *trackConns) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
-	ours, err := topology.RunID(ctx, c.rd)
-	if err != nil && !topology.IsReply(err) {
-		c.broken.Store(true) // hung, or lost
+	if c.pin.Moved(ctx) {
+		c.broken.Store(true)
 		return false
 	}
-	theirs, err2 := topology.RunID(ctx, t.k.Client)
-	if err != nil || err2 != nil || ours == theirs {
-		return true
-	}
-	c.broken.Store(true)
-	return false
+	return true
 }
 
 // pingReader pings rd; a new connection (the old one was lost) has every
