@@ -392,15 +392,8 @@ func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 // redis.ErrClosed. (Found by review: Acquire returned nil after Close,
 // and the key kept the closed waiter's id with no TTL.)
 func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
-	s := redistest.Start(t)
 	ctx := ctxT(t)
-	admin := s.Client()
-	holder := mustNew(t, admin, "job")
-	mustAcquire(t, ctx, holder)
-	c := s.Client()
-	closing := mustNew(t, c, "job", redislock.WithTracking(false))
-	gone := acquireAsync(ctx, closing)
-	waitBlocked(t, admin, 1) // it waits first: the release's signal is its
+	s, admin, holder, c, gone := closingWaiter(t, ctx) // it waits first: the release's signal is its
 	next := mustNew(t, s.Client(), "job", redislock.WithTracking(false))
 	got := acquireAsync(ctx, next)
 	waitBlocked(t, admin, 2)
@@ -426,15 +419,7 @@ func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
 // waiting on the runtime's connections until its context ends. (Found by
 // review: it waited out its 30 s context.)
 func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
-	holder := mustNew(t, admin, "job")
-	mustAcquire(t, ctx, holder)
-	c := s.Client()
-	closing := mustNew(t, c, "job", redislock.WithTracking(false))
-	gone := acquireAsync(ctx, closing)
-	waitBlocked(t, admin, 1)
+	_, _, _, c, gone := closingWaiter(t, ctxT(t))
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -446,4 +431,19 @@ func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Acquire() still waiting 10 s after its client was closed; want it to end within its slice (2 s)")
 	}
+}
+
+// closingWaiter starts a server where admin's Lock "job" is held by
+// holder, and a waiter on a client c of its own (to be closed), blocked in
+// BLPOP; gone is its Acquire's outcome.
+func closingWaiter(t *testing.T, ctx context.Context) (s *redistest.Server, admin *redis.Client, holder *redislock.Lock, c *redis.Client, gone <-chan acquired) {
+	t.Helper()
+	s = redistest.Start(t)
+	admin = s.Client()
+	holder = mustNew(t, admin, "job")
+	mustAcquire(t, ctx, holder)
+	c = s.Client()
+	gone = acquireAsync(ctx, mustNew(t, c, "job", redislock.WithTracking(false)))
+	waitBlocked(t, admin, 1)
+	return s, admin, holder, c, gone
 }

@@ -343,9 +343,16 @@ type Pin struct {
 	network string
 
 	mu     sync.Mutex
-	server string // where the first connection went; "" before it
-	split  bool   // a later one went elsewhere
+	server string        // where the first connection went; "" before it
+	split  bool          // a later one went elsewhere
+	quiet  time.Time     // no check before: the Sentinels did not answer the last one
+	pause  time.Duration // the last quiet spell
 }
+
+// pinPauseMax bounds the pause between checks while the Sentinels do not
+// answer: go-redis logs each failed ask, and the checks run every second
+// or so as long as holds or waits last.
+const pinPauseMax = 30 * time.Second
 
 // NewPin pins opt, a failover client's options (Addr is FailoverAddr):
 // the connections made from opt afterwards are noted.
@@ -375,19 +382,28 @@ func (p *Pin) note(cn net.Conn) {
 
 // Moved reports whether the pinned connections do not all reach the
 // master the Sentinels name now: it makes a connection through them, and
-// closes it at once. It reports false when it cannot tell (no connection
-// was made yet, or none can be now).
+// closes it at once. It reports false when it cannot tell: no connection
+// was made yet, or none can be made now, after which it does not ask again
+// for a while (1 s, doubling up to pinPauseMax).
 func (p *Pin) Moved(ctx context.Context) bool {
 	p.mu.Lock()
-	server, split := p.server, p.split
+	server, split, quiet := p.server, p.split, time.Now().Before(p.quiet)
 	p.mu.Unlock()
 	if split {
 		return true
 	}
-	if server == "" {
+	if server == "" || quiet {
 		return false
 	}
 	cn, err := p.dial(ctx, p.network, FailoverAddr)
+	p.mu.Lock()
+	if err != nil {
+		p.pause = min(max(2*p.pause, time.Second), pinPauseMax)
+		p.quiet = time.Now().Add(p.pause)
+	} else {
+		p.pause = 0
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return false
 	}

@@ -121,8 +121,9 @@ func portOf(addr string) int {
 // reports none.
 func TestPin(t *testing.T) {
 	ctx := context.Background()
-	master, down := "127.0.0.1:7000", false
+	master, down, dials := "127.0.0.1:7000", false, 0
 	opt := &redis.Options{Addr: FailoverAddr, Dialer: func(context.Context, string, string) (net.Conn, error) {
+		dials++
 		if down {
 			return nil, errors.New("no Sentinel answers")
 		}
@@ -146,7 +147,21 @@ func TestPin(t *testing.T) {
 	if p.Moved(ctx) {
 		t.Fatal("moved when the Sentinels do not answer")
 	}
+	// Then it does not ask again for a while (go-redis logs each failed
+	// ask), a longer while after each failure.
+	before := dials
+	if p.Moved(ctx) || dials != before {
+		t.Fatalf("asked the Sentinels again (%d asks) right after they did not answer", dials-before)
+	}
+	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
+		p.quiet = time.Time{} // the pause is over
+		p.Moved(ctx)
+		if p.pause != want {
+			t.Fatalf("pause after another failed ask: %v, want %v", p.pause, want)
+		}
+	}
 	down = false
+	p.quiet = time.Time{}
 	// A later connection of the pinned options reaches the new master:
 	// they are split, and moved whatever the Sentinels say.
 	if _, err := opt.Dialer(ctx, "tcp", FailoverAddr); err != nil {
