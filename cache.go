@@ -158,7 +158,7 @@ func WithRefreshTimeout(d time.Duration) CacheOption {
 // returns ErrUnsupportedClient: the value key and the lock key are in
 // different slots, and the store must check the lock in the same script.
 func NewCache(client redis.UniversalClient, opts ...CacheOption) (*Cache, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("cache: %w", ErrNilClient)
 	}
 	if err := checkClient(client); err != nil {

@@ -94,7 +94,7 @@ func (r Report) OK() bool {
 // cannot be reached or the client or opts are invalid (the errors of New:
 // ErrUnsupportedClient, ErrInvalidReplicaAck, ...).
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, ErrNilClient
 	}
 	if err := checkClient(client); err != nil {

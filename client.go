@@ -35,6 +35,16 @@ var errRing = errors.New("a go-redis Ring shards keys by its own hash; use a *re
 // the signal list of a lock with its key (BLPOP and the release's LPUSH
 // may go to different shards unless every key is hash-tagged), nor send
 // WAIT to the shard of the key.
+// isNil reports whether client is nil, or a nil pointer (a typed nil
+// *redis.Client in the interface): either would panic at its first command.
+func isNil(client redis.UniversalClient) bool {
+	if client == nil {
+		return true
+	}
+	v := reflect.ValueOf(client)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 func checkClient(client redis.UniversalClient) error {
 	if _, ok := client.(interface{ Options() *redis.RingOptions }); ok { // a Ring, or a type around one
 		return fmt.Errorf("%w (%w)", ErrUnsupportedClient, errRing)

@@ -99,7 +99,8 @@ var ErrInvalidArgument = errors.New("redislock: invalid argument")
 
 // Argument errors. Each matches ErrInvalidArgument as well as itself.
 var (
-	// ErrNilClient is returned by New and ResetAll when the client is nil.
+	// ErrNilClient is returned by the constructors, Check, List and
+	// ResetAll when the client is nil, or a nil pointer.
 	ErrNilClient = invalid("nil client")
 
 	// ErrInvalidName is returned by New for an empty lock name.
@@ -115,7 +116,7 @@ var (
 	// negative duration, or a positive one below one millisecond (Redis
 	// counts expires in whole milliseconds, and PEXPIRE 0 deletes a key),
 	// and by NewSemaphore also for WithExpire(0): a permit must expire.
-	ErrInvalidExpire = invalid("expire must be 0 (never) or at least 1ms")
+	ErrInvalidExpire = invalid("expire")
 
 	// ErrInvalidSignalExpire is returned by New and ResetAll when
 	// WithSignalExpire is given a duration below one millisecond.

@@ -39,7 +39,7 @@ type Lock struct {
 // context ends, cancelled or past its deadline, even while it waits in
 // Redis; see Settle for what it leaves running behind it.
 func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
 	}
 	if err := checkClient(client); err != nil {

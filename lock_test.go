@@ -517,6 +517,34 @@ func TestBadInput(t *testing.T) {
 	if _, err := redislock.ResetAll(ctx, nil); !errors.Is(err, redislock.ErrNilClient) {
 		t.Errorf("ResetAll(nil) = %v, want ErrNilClient", err)
 	}
+	// The family's holds must expire: its error does not offer 0 (never).
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, serr := redislock.NewSemaphore(c, "pool", 2, redislock.WithExpire(d))
+		_, rerr := redislock.NewRWMutex(c, "cfg", redislock.WithExpire(d))
+		for _, err := range []error{serr, rerr} {
+			if !errors.Is(err, redislock.ErrInvalidExpire) || strings.Contains(err.Error(), "never") {
+				t.Errorf("WithExpire(%v) on the family: %v; want ErrInvalidExpire, which must not offer 0 (never)", d, err)
+			}
+		}
+	}
+	// A nil pointer of a client type is nil too (it panicked).
+	var nilClient *redis.Client
+	var nilCluster *redis.ClusterClient
+	for _, nc := range []redis.UniversalClient{nilClient, nilCluster} {
+		for name, call := range map[string]func() error{
+			"New":          func() error { _, err := redislock.New(nc, "job"); return err },
+			"NewSemaphore": func() error { _, err := redislock.NewSemaphore(nc, "pool", 2); return err },
+			"NewRWMutex":   func() error { _, err := redislock.NewRWMutex(nc, "cfg"); return err },
+			"NewCache":     func() error { _, err := redislock.NewCache(nc); return err },
+			"ResetAll":     func() error { _, err := redislock.ResetAll(ctx, nc); return err },
+			"List":         func() error { _, err := redislock.List(ctx, nc, "*"); return err },
+			"Check":        func() error { _, err := redislock.Check(ctx, nc); return err },
+		} {
+			if err := call(); !errors.Is(err, redislock.ErrNilClient) {
+				t.Errorf("%s(%T(nil)) = %v, want ErrNilClient", name, nc, err)
+			}
+		}
+	}
 	if _, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("")); !errors.Is(err, redislock.ErrInvalidPrefix) {
 		t.Errorf("ResetAll(prefix \"\") = %v, want ErrInvalidPrefix", err)
 	}

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -304,7 +305,7 @@ func (c *config) validate() error {
 func (c *config) basicsError() error {
 	switch {
 	case c.expire < 0 || (c.expire > 0 && c.expire < time.Millisecond):
-		return ErrInvalidExpire
+		return fmt.Errorf("%w %v: want 0 (never) or at least 1ms", ErrInvalidExpire, c.expire)
 	case c.signalExpire < time.Millisecond:
 		return ErrInvalidSignalExpire
 	case c.prefix == "":

@@ -119,7 +119,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 
 // adminConfig checks the client and options of a package-level call.
 func adminConfig(client redis.UniversalClient, opts []Option) (wire.Scheme, config, error) {
-	if client == nil {
+	if isNil(client) {
 		return wire.Scheme{}, config{}, ErrNilClient
 	}
 	if err := checkClient(client); err != nil {

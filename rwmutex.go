@@ -97,7 +97,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 // key scheme. kind names the primitive in errors.
 func familyConfig(client redis.UniversalClient, name, kind string, opts []Option) (config, time.Duration, wire.Scheme, error) {
 	wrap := func(err error) error { return fmt.Errorf("%s %q: %w", kind, name, err) }
-	if client == nil {
+	if isNil(client) {
 		return config{}, 0, wire.Scheme{}, wrap(ErrNilClient)
 	}
 	if err := checkClient(client); err != nil {
@@ -110,8 +110,8 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 	if !c.expireGiven {
 		c.expire = DefaultExpire
 	}
-	if c.expire == 0 {
-		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidExpire)
+	if c.expire < time.Millisecond {
+		return config{}, 0, wire.Scheme{}, wrap(fmt.Errorf("%w %v: holds of a %s must expire, after 1ms or more", ErrInvalidExpire, c.expire, kind))
 	}
 	if err := c.validate(); err != nil {
 		return config{}, 0, wire.Scheme{}, wrap(err)

@@ -178,6 +178,11 @@ func TestRunBusy(t *testing.T) {
 	if code, _ := exitOf(t, cliCmd(t, "run", "-n", "-E", "3", "--redis", url, "job", "--", "true")); code != 3 {
 		t.Fatalf("run -n -E 3 while held: exit %d, want 3", code)
 	}
+	// -E 0: a busy lock is a silent success (cron mails any output), and a
+	// bare host:port is a Redis address.
+	if code, errOut := exitOf(t, cliCmd(t, "run", "-n", "-E", "0", "--redis", s.Addr, "job", "--", "true")); code != 0 || errOut != "" {
+		t.Fatalf("run -n -E 0 --redis %s while held: exit %d, %q; want 0 and nothing", s.Addr, code, errOut)
+	}
 	start = time.Now()
 	code, _ = exitOf(t, cliCmd(t, "run", "-w", "300ms", "--redis", url, "job", "--", "true"))
 	waited := time.Since(start)

@@ -55,7 +55,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
-	fs.StringVar(&cfg.redisURL, "redis", "", "Redis URL (redis://, rediss://, unix://); empty: an in-process Redis")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis URL (redis://, rediss://, unix://) or host:port; empty: an in-process Redis")
 	fs.StringVar(&cfg.name, "name", "redislock-demo", "lock name (key lock:NAME)")
 	fs.IntVar(&cfg.workers, "workers", 8, "number of workers")
 	fs.IntVar(&cfg.rounds, "rounds", 50, "acquisitions per worker")
@@ -112,7 +112,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // whose clock follows real time when url is empty.
 func demoRedis(url string) (opts *redis.Options, where string, cleanup func(), err error) {
 	if url != "" {
-		opts, err := redis.ParseURL(url)
+		opts, err := parseRedisURL(url)
 		if err != nil {
 			return nil, "", nil, badURL(url)
 		}

@@ -212,7 +212,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = defaultRedisURL
 	}
-	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS) or unix://; $REDIS_URL when set (its password shown as xxxxx)")
+	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS), unix://, or host:port; $REDIS_URL when set (its password shown as xxxxx)")
 	// The help shows the default, which may come from $REDIS_URL, without
 	// its password.
 	fs.Lookup("redis").DefValue = redactURL(def)
@@ -294,7 +294,7 @@ func (c *connFlags) client() (redis.UniversalClient, string, error) {
 			MaxRetries:            1,
 		}), c.cluster, nil
 	}
-	opts, err := redis.ParseURL(c.redisURL)
+	opts, err := parseRedisURL(c.redisURL)
 	if err != nil {
 		return nil, "", badURL(c.redisURL)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -91,4 +92,17 @@ func badURL(raw string) error {
 	default:
 		return fmt.Errorf("bad --redis URL %q: %s", shown, strings.TrimPrefix(err.Error(), "redis: "))
 	}
+}
+
+// parseRedisURL is redis.ParseURL that also takes a bare host:port (as
+// redis-cli's -h/-p users write it) for redis://host:port. Anything else
+// without a scheme (a user name or a path in it) is left to ParseURL,
+// which refuses it.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	if !strings.Contains(raw, "://") && !strings.ContainsAny(raw, "@/?#") {
+		if _, _, err := net.SplitHostPort(raw); err == nil {
+			raw = "redis://" + raw
+		}
+	}
+	return redis.ParseURL(raw)
 }

@@ -187,7 +187,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&f.expire, "expire", 30*time.Second, "the lock's expire, at least 1ms; it is renewed every 2/3 of it while COMMAND runs")
 	fs.DurationVar(&f.maxHold, "max-hold", 0, "stop renewing after this long (at least --expire), so COMMAND is terminated; 0: no limit")
 	fs.StringVar(&f.id, "id", "", "owner id stored in the lock (default: HOST:PID:RANDOM-UUID)")
-	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy")
+	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy; 0: exit silently")
 	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
 	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
 	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long the final release may take")
@@ -312,6 +312,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case errors.As(err, new(unreachableError)):
 		return fail(stderr, "run", exitFail, err)
 	case errors.Is(err, redislock.ErrLocked) && (f.noWait || errors.Is(err, context.DeadlineExceeded)):
+		if f.busyCode == 0 {
+			return 0 // asked for: a busy lock is a silent success, as flock -n's (cron mails any output)
+		}
 		return fail(stderr, "run", f.busyCode, errors.New(busy(context.WithoutCancel(ctx))))
 	default:
 		return fail(stderr, "run", exitFail, err)

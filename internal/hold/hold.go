@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,8 +294,16 @@ func (h *Hold) Announce() {
 }
 
 // LostErr is the error of a hold lost for reason: it matches ErrLost and
-// reason.
-func LostErr(reason error) error { return fmt.Errorf("%w: %w", ErrLost, reason) }
+// reason, and says "redislock: " once.
+func LostErr(reason error) error { return lostError{reason} }
+
+type lostError struct{ reason error }
+
+func (e lostError) Error() string {
+	return ErrLost.Error() + ": " + strings.TrimPrefix(e.reason.Error(), "redislock: ")
+}
+
+func (e lostError) Unwrap() []error { return []error{ErrLost, e.reason} }
 
 // TakeExtending waits for h's extend slot, one extend of a hold in flight
 // at a time (see Hold.extending), and returns the func that gives it

@@ -3,6 +3,7 @@ package hold
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,19 @@ func TestExpireCountsWholeMilliseconds(t *testing.T) {
 	h.extended(sent, 20*time.Millisecond+500*time.Microsecond)
 	if got, want := h.expires.Sub(sent), 20*time.Millisecond; got != want {
 		t.Fatalf("after an extend of 20.5ms the deadline is %v after the send, want %v", got, want)
+	}
+}
+
+// A loss's error matches ErrLost and its reason, and names the package
+// once ("lock lost: redislock: lock key expired" said it twice).
+func TestLostErrSaysThePackageOnce(t *testing.T) {
+	for _, reason := range []error{ErrExpired, ErrTakenOver, ErrUnreachable, ErrMaxHold} {
+		err := LostErr(reason)
+		if !errors.Is(err, ErrLost) || !errors.Is(err, reason) {
+			t.Errorf("LostErr(%v) matches ErrLost %v, its reason %v; want both", reason, errors.Is(err, ErrLost), errors.Is(err, reason))
+		}
+		if got := err.Error(); strings.Count(got, "redislock:") != 1 || !strings.HasPrefix(got, "redislock: lock lost: ") {
+			t.Errorf("LostErr(%v) = %q", reason, got)
+		}
 	}
 }
