@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -75,7 +74,7 @@ func checkReplica(ctx context.Context, master *redis.Client, addr, raddr string)
 	mo, merr := clockOffset(ctx, master)
 	ro, rerr := clockOffset(ctx, r)
 	if merr != nil || rerr != nil {
-		add(Warning, "could not compare this replica's clock with its master %s (%v): make sure they agree", addr, errors.Join(merr, rerr))
+		add(Warning, "could not compare this replica's clock with its master %s (%v): make sure they agree", addr, joinErrs(merr, rerr))
 		return fs
 	}
 	switch skew := (ro - mo).Round(time.Millisecond); {

@@ -69,7 +69,7 @@ func (l *core) runHeld(ctx context.Context, h *hold.Hold, fn func(ctx context.Co
 		<-watchDone
 		// A loss while fn ran is reported even when fn did not look.
 		if lossErr := h.Err(); errors.Is(lossErr, ErrLost) && !errors.Is(err, ErrLost) {
-			err = errors.Join(err, l.wrap(lossErr))
+			err = joinErrs(err, l.wrap(lossErr))
 		}
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer rcancel()
@@ -77,7 +77,7 @@ func (l *core) runHeld(ctx context.Context, h *hold.Hold, fn func(ctx context.Co
 		if errors.Is(rerr, ErrNotAcquired) && errors.Is(err, ErrLost) && l.current() != h {
 			rerr = nil // h was lost and this Lock moved on: the loss says it all
 		}
-		err = errors.Join(err, rerr)
+		err = joinErrs(err, rerr)
 	}()
 	return fn(fctx)
 }

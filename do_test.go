@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,16 @@ func TestDoReportsLossFnIgnored(t *testing.T) {
 		})
 		if !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
 			t.Fatalf("Do() = %v, want ErrLost and ErrExpired", err)
+		}
+		// fn returns its context's error after the loss: Do's error says
+		// both on one line (errors.Join put each on a line of its own).
+		lc := mustNew(t, b.client(), "job-cause", redislock.WithExpire(100*time.Millisecond))
+		err = lc.Do(ctx, func(fctx context.Context) error {
+			<-fctx.Done()
+			return fctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, redislock.ErrLost) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("Do() = %q; want fn's error and the loss, on one line", errString(err))
 		}
 		// fn cancels the caller's context: the release still runs.
 		l3 := mustNew(t, b.client(), "job3", redislock.WithExpire(time.Minute))

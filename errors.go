@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-redis-lock/redislock/internal/hold"
 )
@@ -177,3 +178,30 @@ var (
 func invalid(what string) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, what)
 }
+
+// joinErrs is errors.Join on one line: the messages of the errors that are
+// not nil, joined by "; ". It returns nil when all are.
+func joinErrs(errs ...error) error {
+	var j joined
+	for _, err := range errs {
+		if err != nil {
+			j = append(j, err)
+		}
+	}
+	if len(j) == 0 {
+		return nil
+	}
+	return j
+}
+
+type joined []error
+
+func (j joined) Error() string {
+	msgs := make([]string, len(j))
+	for i, err := range j {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (j joined) Unwrap() []error { return j }
