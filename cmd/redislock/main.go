@@ -42,7 +42,8 @@ Usage:
   redislock help             print this help
 
 Connection flags (every command but demo and version):
-  --redis URL      redis://[user:pass@]host:port/db, rediss:// (TLS), unix:///path
+  --redis URL      redis://[user:pass@]host:port/db, rediss:// (TLS),
+                   unix:///path, or host:port
                    (default: $REDIS_URL, else redis://127.0.0.1:6379/0); the
                    password is never printed, in help or in errors
   --cluster ADDRS  comma-separated seed addresses of a Redis Cluster

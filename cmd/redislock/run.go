@@ -28,34 +28,36 @@ COMMAND runs in a process group of its own. SIGINT, SIGTERM and SIGHUP sent
 to redislock are passed on to that group, and the lock is released once
 COMMAND has exited. If the lock is lost while COMMAND runs, the group gets
 SIGTERM, then SIGKILL after --kill-after, and redislock exits with code 69.
-When Redis cannot be reached, the lock counts as lost a safety margin
-before its key can expire: --kill-after + 1s, so that SIGKILL lands a
-second before the key can expire, but at most half of --expire. With the
-defaults (30s, 10s) SIGTERM comes 11s before the key can expire; only when
---kill-after + 1s exceeds half of --expire can COMMAND outlive the lock
-that way, by at most the difference. A key deleted or taken by someone
-else is noticed within milliseconds (redislock watches it with Redis
-client-side caching; where Redis refuses that, at the next renewal): the
-lock is already gone then, and a COMMAND that ignores SIGTERM runs on next
-to the new owner for up to --kill-after. A signal that arrives before COMMAND starts ends redislock
-(exit 128+N) without starting COMMAND, and releases the lock if it was
-already taken.
+When Redis cannot be reached, the lock counts as lost a safety margin before
+its key can expire: --kill-after + 1s, so that SIGKILL lands a second before
+the key can expire, but at most half of --expire. With the defaults (30s,
+10s) SIGTERM comes 11s before the key can expire; only when --kill-after +
+1s exceeds half of --expire can COMMAND outlive the lock that way, by at
+most the difference. A key deleted or taken by someone else is noticed
+within milliseconds (redislock watches it with Redis client-side caching;
+where Redis refuses that, at the next renewal): the lock is already gone
+then, and a COMMAND that ignores SIGTERM runs on next to the new owner for
+up to --kill-after. A signal that arrives before COMMAND starts ends
+redislock (exit 128+N) without starting COMMAND, and releases the lock if it
+was already taken.
 
 From a terminal (standard input is redislock's controlling terminal),
-COMMAND's group gets the terminal whenever redislock's group has it, so
-that COMMAND can read it and Ctrl-C and Ctrl-\ reach COMMAND (and not
-redislock); redislock takes the terminal back when COMMAND exits. Ctrl-Z stops COMMAND and redislock
-together, as one job that fg and bg resume; the lock is not renewed while
-redislock is stopped, so a stop longer than --expire loses the lock and
-COMMAND is terminated once resumed. Where no job-control shell could resume
-redislock, Ctrl-Z does not stop it and COMMAND is resumed at once.
+COMMAND's group gets the terminal whenever redislock's group has it, so that
+COMMAND can read it and Ctrl-C and Ctrl-\ reach COMMAND (and not redislock);
+redislock takes the terminal back when COMMAND exits. Ctrl-Z stops COMMAND
+and redislock together, as one job that fg and bg resume; the lock is not
+renewed while redislock is stopped, so a stop longer than --expire loses the
+lock and COMMAND is terminated once resumed. Where no job-control shell
+could resume redislock, Ctrl-Z does not stop it and COMMAND is resumed at
+once.
 
 If redislock is killed without a chance to clean up (kill -9, the OOM
 killer), the kernel kills COMMAND with SIGKILL at once (Linux only), so it
 does not go on without the lock; processes COMMAND started live on unless
 COMMAND's death ends them. Linux drops that tie when COMMAND changes its
-user or group (su, sudo, setpriv, runuser, a setuid program): run
-redislock itself as the user the job runs as. The lock key then expires after at most --expire.
+user or group (su, sudo, setpriv, runuser, a setuid program): run redislock
+itself as the user the job runs as. The lock key then expires after at most
+--expire.
 
 Exit codes:
   COMMAND's    when COMMAND ran and the lock held throughout (128+N if it

@@ -18,8 +18,10 @@ Prints whether the lock NAME is held, by which owner id, and how long its
 key has left to live; then, if the semaphore NAME (redislock run
 --semaphore) has holders, its size and each holder with its time left;
 then, if the reader/writer lock NAME (run --shared, --exclusive) is held,
-its writer or readers, and how many wait. Exit code 0 whether it is held or free; 1 when Redis
-cannot be reached; 2 for bad arguments.
+its writer or readers, and how many wait.
+
+Exit code 0 whether it is held or free; 1 when Redis cannot be reached; 2
+for bad arguments.
 
 The owner id is printed Go-quoted ("\xff" for a byte that is not UTF-8,
 "\n" for a newline), as is a name that is not printable UTF-8.
@@ -32,12 +34,14 @@ objects of the same form with "kind":"semaphore" and "size"; a
 reader/writer lock's in "rwmutex_holders", with "kind" "writer" or
 "reader". An owner id of the library's default form
 (HOST:PID:UUID) also gives "host" and "pid", and the text names them:
-  nightly: held by "web-3:4242:..." (pid 4242 on web-3), expires in 12.3s Ids are stored byte for byte, and JSON strings
-cannot hold bytes that are not UTF-8: for an owner, name or key that is
-not valid UTF-8, the string shows each such byte as U+FFFD and a field of
-the same name with "_base64" appended (owner_base64, name_base64,
-key_base64) holds its exact bytes in standard base64. Control characters
-are escaped as JSON does (\u0001), and kept exactly.
+  nightly: held by "web-3:4242:..." (pid 4242 on web-3), expires in 12.3s
+
+Ids are stored byte for byte, and JSON strings cannot hold bytes that are
+not UTF-8: for an owner, name or key that is not valid UTF-8, the string
+shows each such byte as U+FFFD and a field of the same name with "_base64"
+appended (owner_base64, name_base64, key_base64) holds its exact bytes in
+standard base64. Control characters are escaped as JSON does (\u0001), and
+kept exactly.
 `
 
 const listHelp = `Usage: redislock list [flags] [PATTERN]
@@ -45,12 +49,11 @@ const listHelp = `Usage: redislock list [flags] [PATTERN]
 Prints every held lock under the prefix whose name matches the glob PATTERN
 (default: all), every holder of a semaphore of such a name (KIND
 semaphore/N, one line per holder), and the writer or each reader of a
-reader/writer lock (KIND writer, reader), with its owner id (Go-quoted, as status
-prints it) and remaining time to live. It walks the keys with SCAN (never KEYS), on every
-master of a cluster, and changes nothing. With --json it prints an array of
-the objects status --json prints (see "redislock status --help", also for
-ids that are not UTF-8).
-`
+reader/writer lock (KIND writer, reader), with its owner id (Go-quoted, as
+status prints it) and remaining time to live. It walks the keys with SCAN
+(never KEYS), on every master of a cluster, and changes nothing. With --json
+it prints an array of the objects status --json prints (see "redislock
+status --help", also for ids that are not UTF-8).`
 
 // lockStatus is the JSON form of status and list. The _base64 fields hold
 // the exact bytes of the string before them when it is not valid UTF-8.
