@@ -158,7 +158,7 @@ func (a *attempt) wait(ctx context.Context) error {
 	a.noteWakeup(ctx, w, wsent)
 	a.sent, a.res, a.popped, a.terr = wsent, w.res, w.popped, w.err
 	busy := a.terr == nil && a.res.status == wire.Busy
-	passed := busy && a.popped && l.reg.poppedBusy(ctx, l)
+	passed := busy && a.popped && l.reg.passOn(ctx, l)
 	if !busy || (!w.moving && !passed) {
 		a.pause = 0
 		return nil

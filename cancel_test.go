@@ -447,3 +447,68 @@ func closingWaiter(t *testing.T, ctx context.Context) (s *redistest.Server, admi
 	waitBlocked(t, admin, 1)
 	return s, admin, holder, c, gone
 }
+
+// A reader that gives up as a writer's release admits its client's
+// readers, and whose abandoned BLPOP and try took the admission's signal
+// and came in, hands the signal on with the read it releases: the next
+// reader of its client, of the same admitted generation, is woken by it
+// and comes in. Its release alone woke nobody: that reader slept out its
+// slice while the admission kept the waiting writer out (readers giving
+// up in a loop on one client: the writer stalled about 2 s, 4 times in
+// 10 s).
+func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
+	if err := w1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, open := gateWake(t, s)
+	defer open()
+	quitter := mustRWMutex(t, c, "cfg")
+	qctx, cancel := context.WithCancel(ctx)
+	q := make(chan error, 1)
+	go func() { q <- quitter.RLock(qctx) }()
+	waitBlocked(t, admin, 1)
+	wakes := &wakeCounter{}
+	next := mustRWMutex(t, c, "cfg", redislock.WithObserver(wakes))
+	n := make(chan error, 1)
+	go func() { n <- next.RLock(ctx) }()
+	within(t, 10*time.Second, "the second reader queues behind the first", func() bool { return redislock.QueuedWaiters() == 2 })
+	wl := make(chan error, 1)
+	go func() { wl <- w2.Lock(ctx) }()
+	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	cancel()
+	if err := <-q; !errors.Is(err, context.Canceled) {
+		t.Fatalf("quitter's RLock() = %v, want Canceled", err)
+	}
+	waitBlocked(t, admin, 3)               // the abandoned BLPOP, the next reader's, W2's
+	if err := w1.Unlock(ctx); err != nil { // the abandoned BLPOP takes the readers' signal, its try comes in
+		t.Fatal(err)
+	}
+	waitInfo(t, ctx, w1, "the abandoned wait's try came in", func(i redislock.RWInfo) bool {
+		return len(i.Readers) == 1 && i.Readers[0].ID == quitter.ID()
+	})
+	open() // the abandoned wait ends: its read is released
+	select {
+	case err := <-n:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the next reader did not come in within 20 s")
+	}
+	if got := wakes.timeout.Load(); got != 0 || wakes.signal.Load() != 1 {
+		t.Fatalf("the next reader was woken %d times by a signal and %d by its slice's end; want once, by the signal the abandoned reader handed on", wakes.signal.Load(), got)
+	}
+	if err := quitter.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wl; err != nil {
+		t.Fatalf("W2's Lock() = %v", err)
+	}
+}

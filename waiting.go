@@ -105,6 +105,9 @@ func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitRes
 		// which also wakes the next waiter.
 		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
 		l.afterRelease(r.res.id, unanswered, err)
+		if r.popped {
+			l.reg.passOn(ctx, l)
+		}
 	case r.popped || (r.err != nil && !topology.IsReply(r.err) && !errors.Is(r.err, ErrNotReplicated)):
 		l.giveBackNow(ctx)
 	}
