@@ -433,6 +433,73 @@ func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
 	}
 }
 
+// An RWMutex's waiters whose client is closed while they wait leave
+// nothing behind in Redis: the writer's registration (which kept every
+// new reader out until it lapsed, 3 s) and the admission of the readers
+// (which kept the waiting writer out) are taken back on the runtime's
+// connections, as what their tries took is (found by review).
+func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
+	t.Run("a writer", func(t *testing.T) {
+		s := redistest.Start(t)
+		ctx := ctxT(t)
+		w1 := mustRWMutex(t, s.Client(), "cfg")
+		if err := w1.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c := s.Client()
+		w2 := mustRWMutex(t, c, "cfg")
+		got := make(chan error, 1)
+		go func() { got <- w2.Lock(ctx) }()
+		waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; !errors.Is(err, redis.ErrClosed) {
+			t.Fatalf("Lock() on a client closed while waiting = %v; want an error matching redis.ErrClosed", err)
+		}
+		if err := w2.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i, err := w1.Info(ctx); err != nil || i.WaitingWriters != 0 {
+			t.Fatalf("Info() = %+v, %v after the closed writer settled; want no waiting writer", i, err)
+		}
+	})
+	t.Run("admitted readers", func(t *testing.T) {
+		s := redistest.Start(t)
+		ctx := ctxT(t)
+		w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
+		if err := w1.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c := s.Client()
+		r := mustRWMutex(t, c, "cfg")
+		rgot := make(chan error, 1)
+		go func() { rgot <- r.RLock(ctx) }()
+		waitInfo(t, ctx, w1, "the reader registered", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+		wgot := make(chan error, 1)
+		go func() { wgot <- w2.Lock(ctx) }()
+		waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w1.Unlock(ctx); err != nil { // admits the reader, whose try comes in on the runtime
+			t.Fatal(err)
+		}
+		if err := <-rgot; !errors.Is(err, redis.ErrClosed) {
+			t.Fatalf("RLock() on a client closed while waiting = %v; want an error matching redis.ErrClosed", err)
+		}
+		if err := r.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i, err := w1.Info(ctx); err != nil || i.AdmittedReaders != 0 || len(i.Readers) != 0 {
+			t.Fatalf("Info() = %+v, %v after the closed reader settled; want no reader, none admitted", i, err)
+		}
+		if err := <-wgot; err != nil {
+			t.Fatalf("W2's Lock() = %v", err)
+		}
+	})
+}
+
 // closingWaiter starts a server where admin's Lock "job" is held by
 // holder, and a waiter on a client c of its own (to be closed), blocked in
 // BLPOP; gone is its Acquire's outcome.

@@ -18,6 +18,11 @@ type RWInfo struct {
 	Readers        []Holder      // the readers, earliest expiry first
 	WaitingWriters int           // writers registered as waiting (new readers wait behind them)
 	WaitingReaders int           // readers registered as waiting
+	// AdmittedReaders counts the waiting readers a writer's release let
+	// in ahead of the waiting writers and that have not all come in yet:
+	// while it is above 0, no writer gets in. Each stands for one client's
+	// readers, as WaitingReaders does.
+	AdmittedReaders int
 }
 
 // Info reads who holds the mutex and who waits, in one round trip.
@@ -39,24 +44,25 @@ func readRWInfo(ctx context.Context, client redis.UniversalClient, keys []string
 	if err != nil {
 		return RWInfo{}, err
 	}
-	if len(vals) < 4 || len(vals)%2 != 0 {
+	if len(vals) < 5 || len(vals)%2 != 1 {
 		return RWInfo{}, wire.ErrBadReply
 	}
 	writer, ok1 := vals[0].(string)
 	pttl, ok2 := vals[1].(int64)
 	ww, ok3 := vals[2].(int64)
 	wr, ok4 := vals[3].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	ad, ok5 := vals[4].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return RWInfo{}, wire.ErrBadReply
 	}
-	info := RWInfo{Writer: writer, WaitingWriters: int(ww), WaitingReaders: int(wr)}
+	info := RWInfo{Writer: writer, WaitingWriters: int(ww), WaitingReaders: int(wr), AdmittedReaders: int(ad)}
 	if writer != "" {
 		info.WriterTTL = time.Duration(pttl) * time.Millisecond
 		if pttl < 0 {
 			info.WriterTTL = -1
 		}
 	}
-	for i := 4; i+1 < len(vals); i += 2 {
+	for i := 5; i+1 < len(vals); i += 2 {
 		id, ok1 := vals[i].(string)
 		ms, ok2 := vals[i+1].(int64)
 		if !ok1 || !ok2 {

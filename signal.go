@@ -239,7 +239,8 @@ func (l *core) giveBack(ctx context.Context) {
 // are finished: the try behind such a wait's BLPOP would register it
 // again. The next Acquire or Release waits for it. Errors are
 // dropped: a registration lapses on its own, a slice and a second after
-// it was last renewed.
+// it was last renewed. For a client closed meanwhile, it is sent on the
+// runtime's connections.
 func (l *core) unregister(leave *redis.Script, id string, pending *wait.Cleanups) {
 	l.cleanups.Add()
 	go func() {
@@ -247,7 +248,16 @@ func (l *core) unregister(leave *redis.Script, id string, pending *wait.Cleanups
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		_ = pending.Wait(ctx)
-		_ = leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
+		err := leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
+		if errors.Is(err, redis.ErrClosed) {
+			// The caller closed its client while we waited: the
+			// runtime's connections outlive it (see undoOnRuntime). A
+			// writer's registration kept readers out, and an admission
+			// writers, until they lapsed.
+			if via, err := wait.Own(ctx, l.client, l.keys[1]); err == nil {
+				_ = leave.Run(ctx, via, l.keys, id, l.signalExpireMS).Err()
+			}
+		}
 	}()
 }
 
