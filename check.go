@@ -178,7 +178,7 @@ func checkTracking(node redis.UniversalClient, addr string, c config) []Finding 
 	if err != nil {
 		return finding(Warning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
 	}
-	return finding(Info, "key tracking works: a lost lock is noticed at once")
+	return finding(Info, "key tracking works: a lost lock is noticed as soon as the server reports its key changed")
 }
 
 // nodeName is how Check names the node of a *redis.Client: its address,

@@ -317,13 +317,15 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 		within   time.Duration
 		fail     func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
 		denyInfo bool // the client's user may not run INFO (an ACL)
+		wrapped  bool // the client's Dialer wraps its connections: the watch cannot peek at them
 	}{
-		{"SENTINEL FAILOVER", 2 * time.Second, failover, false},
-		{"SENTINEL FAILOVER, INFO denied", 2 * time.Second, failover, true},
+		{"SENTINEL FAILOVER", 2 * time.Second, failover, false, false},
+		{"SENTINEL FAILOVER, INFO denied", 2 * time.Second, failover, true, false},
+		{"SENTINEL FAILOVER, a Dialer that wraps", 2 * time.Second, failover, false, true},
 		{"old master hangs", 4 * time.Second, func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
 			primary.Pause()
 			t.Cleanup(primary.Cont)
-		}, false},
+		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := redistest.Start(t)
@@ -333,6 +335,23 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 			c := failoverClient(t, ss)
 			if tc.denyInfo {
 				c = infoDeniedFailoverClient(t, ss, -1, primary, replica)
+			}
+			if tc.wrapped {
+				c = redis.NewFailoverClient(&redis.FailoverOptions{
+					MasterName:    redistest.MasterName,
+					SentinelAddrs: ss.Addrs(),
+					DialTimeout:   200 * time.Millisecond,
+					MaxRetries:    -1,
+					Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+						var d net.Dialer
+						cn, err := d.DialContext(ctx, network, addr)
+						if err != nil {
+							return nil, err
+						}
+						return struct{ net.Conn }{cn}, nil // hides syscall.Conn
+					},
+				})
+				t.Cleanup(func() { c.Close() })
 			}
 			l := watchedHold(t, ctx, c, "job")
 			if n, err := primary.Client().Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {

@@ -38,6 +38,13 @@ type trackConns struct {
 
 	broken  atomic.Bool // a connection was lost: make new ones
 	subLost atomic.Bool // sub's connection failed (see subConn)
+
+	// checking is set while checkMaster's goroutine runs, counted in
+	// checks; checkCtx ends when the pair is closed.
+	checking    atomic.Bool
+	checks      sync.WaitGroup
+	checkCtx    context.Context
+	checkCancel context.CancelFunc
 }
 
 // subConn is sub's connection. go-redis's PubSub, on a read or write
@@ -98,6 +105,7 @@ func connectTracking(opt redis.Options) (*trackConns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
 	c := &trackConns{subName: "redislock-tracker-" + uuid.NewString()}
+	c.checkCtx, c.checkCancel = context.WithCancel(context.Background())
 	if opt.Addr == topology.FailoverAddr {
 		c.pin = topology.NewPin(&opt) // both connections are noted
 	}
@@ -240,6 +248,10 @@ func clientLine(list string, id int64) string {
 }
 
 func (c *trackConns) close() {
+	if c.checkCancel != nil {
+		c.checkCancel()
+		c.checks.Wait()
+	}
 	_ = c.ps.Close()
 	_ = c.sub.Close()
 	_ = c.rd.Close()

@@ -33,6 +33,9 @@ func (t *tracker) waitKick(c *trackConns) {
 				c.broken.Store(true)
 				return
 			}
+			if c.pin != nil {
+				t.checkMaster(c)
+			}
 			closed, blind := c.rdClosed()
 			if closed {
 				t.markAll()
@@ -41,9 +44,6 @@ func (t *tracker) waitKick(c *trackConns) {
 			if blind { // a connection that cannot be looked at is pinged instead
 				t.pingReader(c)
 				return
-			}
-			if c.pin != nil && !t.stillMaster(c) {
-				return // run makes the connections again, through the Sentinels
 			}
 		case <-timer.C:
 			if !next.IsZero() {
@@ -78,22 +78,32 @@ func (t *tracker) workNow(c *trackConns) (next time.Time, work bool) {
 	return next, false
 }
 
-// stillMaster reports whether the pair's connections still reach the
-// master the Sentinels name, for a client that Sentinels manage: after a
-// failover the watch's connections still go to the old master (a replica
-// soon, or hung), where nobody changes the keys any more, and for seconds
-// the old one may still call itself master. A pair that reaches another
-// server is marked broken: run makes it again, through the Sentinels, and
-// reads every key again. When the Sentinels cannot tell, the other checks
-// are left to find out.
-func (t *tracker) stillMaster(c *trackConns) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
-	defer cancel()
-	if c.pin.Moved(ctx) {
-		c.broken.Store(true)
-		return false
+// checkMaster asks, in the background, whether the pair's connections
+// still reach the master the Sentinels name, for a client that Sentinels
+// manage: after a failover the watch's connections still go to the old
+// master (a replica soon, or hung), where nobody changes the keys any
+// more, and for seconds the old one may still call itself master. A pair
+// that reaches another server is marked broken and run is poked: it makes
+// the pair again, through the Sentinels, and reads every key again. When
+// the Sentinels cannot tell, the other checks are left to find out. One
+// check runs at a time, off run's goroutine: Sentinels that hang (a check
+// waits up to trackerTimeout) hold nothing else up. It runs whatever the
+// connections are (a custom Dialer's that cannot be peeked at included).
+func (t *tracker) checkMaster(c *trackConns) {
+	if !c.checking.CompareAndSwap(false, true) {
+		return
 	}
-	return true
+	c.checks.Add(1)
+	go func() {
+		defer c.checks.Done()
+		defer c.checking.Store(false)
+		ctx, cancel := context.WithTimeout(c.checkCtx, trackerTimeout)
+		defer cancel()
+		if c.pin.Moved(ctx) {
+			c.broken.Store(true)
+			t.poke()
+		}
+	}()
 }
 
 // pingReader pings rd; a new connection (the old one was lost) has every
