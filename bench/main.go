@@ -79,9 +79,9 @@ func main() {
 	cfg.hold, cfg.rounds = 2*time.Second, 200
 	cfg.trackLocks, cfg.trackExpire, cfg.trackRenewals = 20, 3*time.Second, 10 // a window of ~20 s
 	if cfg.quick {
-		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, time.Second, time.Second, 20
+		cfg.repeats, cfg.duration, cfg.hold, cfg.rounds = 1, 300*time.Millisecond, 300*time.Millisecond, 20
 		cfg.trackExpire, cfg.trackRenewals = time.Second, 3 // ~2 s
-		cfg.mixedDuration = 2 * time.Second
+		cfg.mixedDuration = time.Second
 		cfg.uncRounds, cfg.uncWindow = 2, 100*time.Millisecond
 	}
 	cfg.held, cfg.waiters = 10000, 1000
