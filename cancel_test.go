@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,6 +216,74 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 			t.Fatalf("wake keys left behind: %q", keys)
 		}
 	})
+	// And when the caller closes its client as well (found by review: 53
+	// of 200 plain Locks stayed taken, without expire, by a caller told
+	// it had not acquired; RWMutex readers and writers alike), the lock is
+	// released on the runtime's connections, which outlive the client.
+	for _, kind := range []string{"lock", "reader", "writer"} {
+		t.Run("its try took the "+kind+", then its client was closed", func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			c, open := gateWake(t, s)
+			defer open()
+			qctx, cancel := context.WithCancel(ctx)
+			var (
+				release func() error
+				held    func() bool
+				settle  func() error
+				q       = make(chan error, 1)
+			)
+			if kind == "lock" {
+				holder := mustNew(t, admin, "job") // no expire: a lock left taken stays so
+				mustAcquire(t, ctx, holder)
+				quitter := mustNew(t, c, "job")
+				go func() { q <- quitter.Acquire(qctx) }()
+				release = func() error { return holder.Release(ctx) }
+				held = func() bool { return admin.Get(ctx, "lock:job").Val() == quitter.ID() }
+				settle = func() error { return quitter.Settle(ctx) }
+			} else {
+				holder := mustRWMutex(t, admin, "cfg")
+				if err := holder.Lock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				quitter := mustRWMutex(t, c, "cfg")
+				go func() {
+					if kind == "reader" {
+						q <- quitter.RLock(qctx)
+					} else {
+						q <- quitter.Lock(qctx)
+					}
+				}()
+				release = func() error { return holder.Unlock(ctx) }
+				held = func() bool {
+					i, err := holder.Info(ctx)
+					return err == nil && (i.Writer == quitter.ID() || len(i.Readers) == 1 && i.Readers[0].ID == quitter.ID())
+				}
+				settle = func() error { return quitter.Settle(ctx) }
+			}
+			waitBlocked(t, admin, 1)
+			cancel()
+			if err := <-q; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the quitter's acquire = %v, want Canceled", err)
+			}
+			if err := release(); err != nil { // wakes the abandoned BLPOP, whose try wins
+				t.Fatal(err)
+			}
+			within(t, 10*time.Second, "the abandoned try takes the "+kind, held)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			open() // the abandoned wait ends: what it took is released
+			if err := settle(); err != nil {
+				t.Fatal(err)
+			}
+			keys := slices.DeleteFunc(admin.Keys(ctx, "lock*").Val(), func(k string) bool { return strings.Contains(k, "signal") })
+			if len(keys) != 0 {
+				t.Fatalf("after the abandoned wait settled: %q; want nothing taken, nothing registered (signals aside)", keys)
+			}
+		})
+	}
 	t.Run("its BLPOP took the signal, its try failed", func(t *testing.T) {
 		s := redistest.Start(t)
 		ctx := ctxT(t)

@@ -240,7 +240,7 @@ func (l *core) giveBack(ctx context.Context) {
 // again. The next Acquire or Release waits for it. Errors are
 // dropped: a registration lapses on its own, a slice and a second after
 // it was last renewed. For a client closed meanwhile, it is sent on the
-// runtime's connections.
+// runtime's connections (see onRuntimeIfClosed).
 func (l *core) unregister(leave *redis.Script, id string, pending *wait.Cleanups) {
 	l.cleanups.Add()
 	go func() {
@@ -249,19 +249,17 @@ func (l *core) unregister(leave *redis.Script, id string, pending *wait.Cleanups
 		defer cancel()
 		_ = pending.Wait(ctx)
 		err := leave.Run(ctx, l.client, l.keys, id, l.signalExpireMS).Err()
-		if errors.Is(err, redis.ErrClosed) {
-			// The caller closed its client while we waited: the
-			// runtime's connections outlive it (see undoOnRuntime). A
-			// writer's registration kept readers out, and an admission
-			// writers, until they lapsed.
-			if via, err := wait.Own(ctx, l.client, l.keys[1]); err == nil {
-				_ = leave.Run(ctx, via, l.keys, id, l.signalExpireMS).Err()
-			}
-		}
+		// A writer's registration kept readers out, and an admission
+		// writers, until they lapsed.
+		_ = l.onRuntimeIfClosed(ctx, err, func(via redis.Scripter) error {
+			return leave.Run(ctx, via, l.keys, id, l.signalExpireMS).Err()
+		})
 	}()
 }
 
-// giveBackNow runs the giveback script (see giveBack) and waits for it.
+// giveBackNow runs the giveback script (see giveBack) and waits for it;
+// for a client closed meanwhile, on the runtime's connections (see
+// onRuntimeIfClosed).
 func (l *core) giveBackNow(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
@@ -272,6 +270,9 @@ func (l *core) giveBackNow(ctx context.Context) {
 		err = l.scripts.giveback.Eval(ctx, l.client, l.keys, eval, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
 	}
 	retried := sha.sends.Load() > 1 || eval.sends.Load() > 1
+	err = l.onRuntimeIfClosed(ctx, err, func(via redis.Scripter) error {
+		return l.scripts.giveback.Run(ctx, via, l.keys, id, l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+	})
 	if l.autoID && (retried || (err != nil && !topology.IsReply(err))) {
 		// An attempt got no reply and may run later, when this Lock
 		// may hold the lock again under the same id: it would delete
@@ -300,4 +301,20 @@ func (l *core) ownFlag() string {
 // the others about that long.
 func turnFor(signalExpire time.Duration) string {
 	return strconv.FormatInt(min(100*time.Millisecond, signalExpire).Milliseconds(), 10)
+}
+
+// onRuntimeIfClosed runs undo on the connections of the client's wait
+// runtime when err says the caller closed its client: what a wait took,
+// or left registered, for a client closed while it waited (or while its
+// caller gave up) is undone there, since they outlive the client. It
+// returns undo's error then, err otherwise.
+func (l *core) onRuntimeIfClosed(ctx context.Context, err error, undo func(via redis.Scripter) error) error {
+	if !errors.Is(err, redis.ErrClosed) {
+		return err
+	}
+	via, oerr := wait.Own(ctx, l.client, l.keys[1])
+	if oerr != nil {
+		return err
+	}
+	return undo(via)
 }

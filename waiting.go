@@ -104,6 +104,9 @@ func (l *core) abandonWait(ctx context.Context, req *wait.Req, ch <-chan waitRes
 		// The try took the lock after the caller left: release it,
 		// which also wakes the next waiter.
 		_, _, unanswered, err := l.sendRelease(ctx, r.res.id)
+		err = l.onRuntimeIfClosed(ctx, err, func(via redis.Scripter) error {
+			return l.scripts.release.Run(ctx, via, l.keys, r.res.id, l.signalExpireMS, l.turnMS).Err()
+		})
 		l.afterRelease(r.res.id, unanswered, err)
 		if r.popped {
 			l.reg.passOn(ctx, l)
@@ -227,8 +230,11 @@ func (l *core) undoOnRuntime(ctx context.Context, r waitResult) {
 	switch {
 	case r.err == nil && r.res.status == wire.Acquired:
 		_ = l.scripts.release.Run(ctx, via, l.keys, r.res.id, l.signalExpireMS, l.turnMS).Err()
+		if r.popped {
+			l.reg.passOn(ctx, l) // on the runtime too (see giveBackNow)
+		}
 	case r.popped:
-		_ = l.scripts.giveback.Run(ctx, via, l.keys, l.ownerID(), l.signalExpireMS, l.ownFlag(), l.turnMS).Err()
+		l.giveBackNow(ctx)
 	}
 }
 
