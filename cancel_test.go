@@ -461,25 +461,37 @@ func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 // redis.ErrClosed. (Found by review: Acquire returned nil after Close,
 // and the key kept the closed waiter's id with no TTL.)
 func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
-	ctx := ctxT(t)
-	s, admin, holder, c, gone := closingWaiter(t, ctx) // it waits first: the release's signal is its
-	next := mustNew(t, s.Client(), "job", redislock.WithTracking(false))
-	got := acquireAsync(ctx, next)
-	waitBlocked(t, admin, 2)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r := receive(t, gone); !errors.Is(r.err, redis.ErrClosed) {
-		t.Fatalf("Acquire() on a client closed while waiting = %v; want an error matching redis.ErrClosed", r.err)
-	}
-	if r := receive(t, got); r.err != nil {
-		t.Fatalf("the next waiter: Acquire() = %v; want the lock (the closed waiter's take given back)", r.err)
-	}
-	if owner := admin.Get(ctx, "lock:job").Val(); owner != next.ID() {
-		t.Fatalf("lock:job holds %q, want the next waiter's %q", owner, next.ID())
+	for _, tc := range []struct {
+		name string
+		opts []redislock.Option
+	}{
+		{"its own id", nil},
+		// A giveback releases only a Lock's own random id: the take of a
+		// given id is released by name.
+		{"a given id", []redislock.Option{redislock.WithID("worker-7")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			s, admin, holder, c, gone := closingWaiter(t, ctx, tc.opts...) // it waits first: the release's signal is its
+			next := mustNew(t, s.Client(), "job", redislock.WithTracking(false))
+			got := acquireAsync(ctx, next)
+			waitBlocked(t, admin, 2)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, gone); !errors.Is(r.err, redis.ErrClosed) {
+				t.Fatalf("Acquire() on a client closed while waiting = %v; want an error matching redis.ErrClosed", r.err)
+			}
+			if r := receive(t, got); r.err != nil {
+				t.Fatalf("the next waiter: Acquire() = %v; want the lock (the closed waiter's take given back)", r.err)
+			}
+			if owner := admin.Get(ctx, "lock:job").Val(); owner != next.ID() {
+				t.Fatalf("lock:job holds %q, want the next waiter's %q", owner, next.ID())
+			}
+		})
 	}
 }
 
@@ -571,15 +583,15 @@ func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
 
 // closingWaiter starts a server where admin's Lock "job" is held by
 // holder, and a waiter on a client c of its own (to be closed), blocked in
-// BLPOP; gone is its Acquire's outcome.
-func closingWaiter(t *testing.T, ctx context.Context) (s *redistest.Server, admin *redis.Client, holder *redislock.Lock, c *redis.Client, gone <-chan acquired) {
+// BLPOP, made with opts; gone is its Acquire's outcome.
+func closingWaiter(t *testing.T, ctx context.Context, opts ...redislock.Option) (s *redistest.Server, admin *redis.Client, holder *redislock.Lock, c *redis.Client, gone <-chan acquired) {
 	t.Helper()
 	s = redistest.Start(t)
 	admin = s.Client()
 	holder = mustNew(t, admin, "job")
 	mustAcquire(t, ctx, holder)
 	c = s.Client()
-	gone = acquireAsync(ctx, mustNew(t, c, "job", redislock.WithTracking(false)))
+	gone = acquireAsync(ctx, mustNew(t, c, "job", append([]redislock.Option{redislock.WithTracking(false)}, opts...)...))
 	waitBlocked(t, admin, 1)
 	return s, admin, holder, c, gone
 }
