@@ -20,3 +20,32 @@ func TestHelpTextsAreWrapped(t *testing.T) {
 		}
 	}
 }
+
+// Each command's --help fits a screen: at most 40 lines of at most 80
+// columns, the flags a line each, before the exit codes and examples.
+// (run's was 126 lines, with 40 lines of prose before its flags; that
+// prose is docs/command.md now.)
+func TestHelpFitsAScreen(t *testing.T) {
+	for _, cmd := range []string{"run", "status", "list", "reset", "reset-all", "check"} {
+		code, _, help := runCLI(t, cmd, "--help")
+		if code != exitOK {
+			t.Fatalf("%s --help: exit %d", cmd, code)
+		}
+		lines := strings.Split(strings.TrimRight(help, "\n"), "\n")
+		if len(lines) > 40 {
+			t.Errorf("%s --help: %d lines, want at most 40", cmd, len(lines))
+		}
+		for i, line := range lines {
+			if n := len([]rune(line)); n > 80 && !strings.HasPrefix(line, "  {") {
+				t.Errorf("%s --help, line %d: %d columns: %q", cmd, i+1, n, line)
+			}
+		}
+		flags := strings.Index(help, "\nFlags:\n")
+		if flags < 0 || flags > 600 {
+			t.Errorf("%s --help: the flags come at byte %d, want them after the summary (at most 600)", cmd, flags)
+		}
+		if strings.Contains(help, "short for --") {
+			t.Errorf("%s --help lists a short form apart from its long one", cmd)
+		}
+	}
+}

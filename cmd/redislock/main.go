@@ -156,17 +156,61 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// newFlagSet returns a flag set for command that prints help (usage text,
-// then the flags) to stderr.
+// newFlagSet returns a flag set for command that prints help to stderr:
+// the usage text with the flags where it says {{flags}} (after it, when it
+// does not).
 func newFlagSet(command, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
+		head, tail, found := strings.Cut(help, "{{flags}}\n")
+		if !found {
+			head += "\n"
+		}
+		fmt.Fprint(stderr, head)
+		fmt.Fprintln(stderr, "Flags:")
+		printFlags(stderr, fs)
+		fmt.Fprint(stderr, tail)
 	}
 	return fs
+}
+
+// printFlags lists fs's flags, one line each (wrapped at 80 columns), a
+// short form ("short for --X") beside its long one.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	short := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := strings.CutPrefix(f.Usage, "short for --"); ok {
+			short[long] = f.Name
+		}
+	})
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "short for --") {
+			return
+		}
+		names := "    --" + f.Name
+		if s, ok := short[f.Name]; ok {
+			names = "-" + s + ", --" + f.Name
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			names += " " + kind
+		}
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			usage += " (default " + f.DefValue + ")"
+		}
+		line := fmt.Sprintf("  %-24s ", names)
+		for _, word := range strings.Fields(usage) {
+			if len(line)+len(word) > 80 && strings.TrimSpace(line) != "" && len(line) > 27 {
+				fmt.Fprintln(w, strings.TrimRight(line, " "))
+				line = strings.Repeat(" ", 27)
+			}
+			line += word + " "
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	})
 }
 
 // parseArgs parses flags that may appear before, between and after the
@@ -213,15 +257,15 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = defaultRedisURL
 	}
-	fs.StringVar(&c.redisURL, "redis", def, "Redis URL: redis://, rediss:// (TLS), unix://, or host:port; $REDIS_URL when set (its password shown as xxxxx)")
+	fs.StringVar(&c.redisURL, "redis", def, "redis://, rediss://, unix:// `URL` or host:port; $REDIS_URL")
 	// The help shows the default, which may come from $REDIS_URL, without
 	// its password.
 	fs.Lookup("redis").DefValue = redactURL(def)
-	fs.StringVar(&c.cluster, "cluster", "", "comma-separated seed addresses of a Redis Cluster (instead of --redis)")
-	fs.StringVar(&c.prefix, "prefix", redislock.DefaultKeyPrefix, "lock key prefix")
-	fs.BoolVar(&c.verbose, "verbose", false, "log the lock's events (acquire, wait, renewal, release, loss) to stderr")
+	fs.StringVar(&c.cluster, "cluster", "", "a Redis Cluster's seed `ADDRS`, comma-separated")
+	fs.StringVar(&c.prefix, "prefix", redislock.DefaultKeyPrefix, "lock key `PREFIX`")
+	fs.BoolVar(&c.verbose, "verbose", false, "log the lock's events to stderr")
 	fs.BoolVar(&c.verbose, "v", false, "short for --verbose")
-	fs.StringVar(&c.logFormat, "log-format", "text", "format of --verbose's lines: text or json")
+	fs.StringVar(&c.logFormat, "log-format", "text", "--verbose lines: text or json")
 }
 
 // syncWriter returns w, made safe for writes from several goroutines

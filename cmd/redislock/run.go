@@ -17,90 +17,27 @@ import (
 
 const runHelp = `Usage: redislock run [flags] NAME -- COMMAND [ARGS...]
 
-Takes the lock NAME (waiting for it unless --no-wait), runs COMMAND while
-keeping the lock renewed, releases it when COMMAND exits and exits with
-COMMAND's exit code. Like flock(1), across every host that uses the same
-Redis; compatible with python-redis-lock's lock:NAME keys. The lock's key
-lives for --expire and is renewed every 2/3 of --expire less the safety
-margin (below).
+Takes the lock NAME (waiting unless --no-wait), runs COMMAND, renewing the
+lock, and releases it when COMMAND exits: flock(1) across the hosts of one
+Redis, on python-redis-lock's lock:NAME keys. --shared and --exclusive make
+NAME a reader/writer lock, --semaphore N a semaphore of N permits.
 
-COMMAND runs in a process group of its own. SIGINT, SIGTERM and SIGHUP sent
-to redislock are passed on to that group, and the lock is released once
-COMMAND has exited. If the lock is lost while COMMAND runs, the group gets
-SIGTERM, then SIGKILL after --kill-after, and redislock exits with code 69.
-When Redis cannot be reached, the lock counts as lost a safety margin before
-its key can expire: --kill-after + 1s, so that SIGKILL lands a second before
-the key can expire, but at most half of --expire. With the defaults (30s,
-10s) SIGTERM comes 11s before the key can expire; only when --kill-after +
-1s exceeds half of --expire can COMMAND outlive the lock that way, by at
-most the difference. A key deleted or taken by someone else is noticed
-within milliseconds (redislock watches it with Redis client-side caching;
-where Redis refuses that, at the next renewal): the lock is already gone
-then, and a COMMAND that ignores SIGTERM runs on next to the new owner for
-up to --kill-after. A signal that arrives before COMMAND starts ends
-redislock (exit 128+N) without starting COMMAND, and releases the lock if it
-was already taken.
-
-From a terminal (standard input is redislock's controlling terminal),
-COMMAND's group gets the terminal whenever redislock's group has it, so that
-COMMAND can read it and Ctrl-C and Ctrl-\ reach COMMAND (and not redislock);
-redislock takes the terminal back when COMMAND exits. Ctrl-Z stops COMMAND
-and redislock together, as one job that fg and bg resume; the lock is not
-renewed while redislock is stopped, so a stop longer than --expire loses the
-lock and COMMAND is terminated once resumed. Where no job-control shell
-could resume redislock, Ctrl-Z does not stop it and COMMAND is resumed at
-once.
-
-If redislock is killed without a chance to clean up (kill -9, the OOM
-killer), the kernel kills COMMAND with SIGKILL at once (Linux only), so it
-does not go on without the lock; processes COMMAND started live on unless
-COMMAND's death ends them. Linux drops that tie when COMMAND changes its
-user or group (su, sudo, setpriv, runuser, a setuid program): run redislock
-itself as the user the job runs as. The lock key then expires after at most
---expire.
+{{flags}}
 
 Exit codes:
-  COMMAND's    when COMMAND ran and the lock held throughout (128+N if it
-               was killed by signal N)
-  75           the lock is busy: with --no-wait, or --wait ran out
-               (change it with --conflict-exit-code)
-  69           the lock was lost while COMMAND ran
-  128+N        signal N (SIGHUP 129, SIGINT 130, SIGTERM 143) arrived before
-               COMMAND started; COMMAND did not run, and a lock already
-               taken was released
-  1            Redis unreachable, a Redis error
-  2            bad flags or arguments (nothing was sent to Redis)
-  126, 127     COMMAND could not be run, or was not found
-
-With --shared, NAME is a reader/writer lock instead (flock(1)'s
---shared): COMMAND runs while this process holds it for reading, beside
-any number of other --shared holders; --exclusive holds it for writing,
-alone. Once an --exclusive waits, new --shared ones wait behind it. A plain
-"run NAME" is the Lock (python-redis-lock's lock:NAME), which does not
-exclude --shared holders: use --exclusive for the writer of a name that
-has readers.
-
-With --semaphore N, NAME is a semaphore of N permits instead of a lock:
-COMMAND runs while this process holds one of them, so that at most N
-COMMANDs run at once across every host; everything above applies to the
-permit (busy means all N are held). Every process that uses NAME must give
-the same N: another N while some hold is an error (exit 1).
-
-A semaphore's permit and a --shared read hold are not watched as a lock's
-key is: a permit or read hold deleted by someone else (a reset) is noticed
-at the next renewal, up to 2/3 of --expire later (20s with the default
-30s), not within milliseconds; --exclusive is watched as a lock is.
+  COMMAND's  COMMAND ran and the lock held throughout
+  75         the lock is busy: --no-wait, or --wait ran out (see -E)
+  69         the lock was lost while COMMAND ran (SIGTERM, then SIGKILL)
+  128+N      signal N came before COMMAND started (SIGINT 130, SIGTERM 143)
+  1          Redis unreachable, a Redis error
+  2          bad flags or arguments (nothing was sent to Redis)
+  126, 127   COMMAND could not be run, or was not found
 
 Examples:
-  # crontab: one host runs the nightly job, the others skip it
-  17 3 * * *  redislock run --no-wait nightly -- /usr/local/bin/nightly-job
-  # wait up to ten minutes for the lock, give the job an hour at most
-  redislock run --wait 10m --max-hold 1h reindex -- ./reindex.sh --full
-  # many readers of the config at once; the migration alone
-  redislock run --shared config -- ./serve-report.sh
-  redislock run --exclusive config -- ./migrate-config.sh
-  # at most 4 thumbnailers at once across the fleet
-  redislock run --semaphore 4 thumbnails -- ./thumbnail.sh
+  redislock run -n -E 0 nightly -- ./nightly-job  # cron: skip silently if busy
+  redislock run --semaphore 4 thumbs -- ./thumb.sh  # at most 4 at once
+
+Signals, the terminal, a lost lock, kill -9: docs/command.md.
 `
 
 // rwReader and rwWriter are the sides of an RWMutex as run holds them.
@@ -184,18 +121,18 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	conn.register(fs)
 	fs.BoolVar(&f.noWait, "no-wait", false, "fail at once (exit 75) if the lock is busy")
 	fs.BoolVar(&f.noWait, "n", false, "short for --no-wait")
-	fs.DurationVar(&f.wait, "wait", 0, "give up (exit 75) after waiting this long; 0: wait as long as it takes")
+	fs.DurationVar(&f.wait, "wait", 0, "give up (exit 75) after `D`; 0: never")
 	fs.DurationVar(&f.wait, "w", 0, "short for --wait")
-	fs.DurationVar(&f.expire, "expire", 30*time.Second, "the lock's expire, at least 1ms; it is renewed every 2/3 of it while COMMAND runs")
-	fs.DurationVar(&f.maxHold, "max-hold", 0, "stop renewing after this long (at least --expire), so COMMAND is terminated; 0: no limit")
-	fs.StringVar(&f.id, "id", "", "owner id stored in the lock (default: HOST:PID:RANDOM-UUID)")
-	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit code when the lock is busy; 0: exit silently")
+	fs.DurationVar(&f.expire, "expire", 30*time.Second, "expire after `D`, renewed every 2/3 of it")
+	fs.DurationVar(&f.maxHold, "max-hold", 0, "stop renewing after `D` (>= --expire); 0: no limit")
+	fs.StringVar(&f.id, "id", "", "owner `ID` (default HOST:PID:RANDOM-UUID)")
+	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit `CODE` when busy; 0: silent")
 	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
-	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "after a lost lock, SIGKILL COMMAND this long after SIGTERM")
-	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long the final release may take")
-	fs.IntVar(&f.semaphore, "semaphore", 0, "NAME is a semaphore of this many permits: hold one of them (0: NAME is a lock)")
-	fs.BoolVar(&f.shared, "shared", false, "NAME is a reader/writer lock: hold it for reading, beside other --shared holders")
-	fs.BoolVar(&f.exclusive, "exclusive", false, "NAME is a reader/writer lock: hold it for writing, alone")
+	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "on a loss, SIGKILL `D` after SIGTERM")
+	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long `D` the final release may take")
+	fs.IntVar(&f.semaphore, "semaphore", 0, "NAME is a semaphore of `N` permits: hold one")
+	fs.BoolVar(&f.shared, "shared", false, "hold NAME, a reader/writer lock, for reading")
+	fs.BoolVar(&f.exclusive, "exclusive", false, "hold NAME, a reader/writer lock, for writing")
 	pos, command, dashdash, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code

@@ -20,6 +20,8 @@ key has left to live; then, if the semaphore NAME (redislock run
 then, if the reader/writer lock NAME (run --shared, --exclusive) is held,
 its writer or readers, and how many wait.
 
+{{flags}}
+
 Exit code 0 whether it is held or free; 1 when Redis cannot be reached; 2
 for bad arguments.
 
@@ -50,10 +52,15 @@ Prints every held lock under the prefix whose name matches the glob PATTERN
 (default: all), every holder of a semaphore of such a name (KIND
 semaphore/N, one line per holder), and the writer or each reader of a
 reader/writer lock (KIND writer, reader), with its owner id (Go-quoted, as
-status prints it) and remaining time to live. It walks the keys with SCAN
-(never KEYS), on every master of a cluster, and changes nothing. With --json
-it prints an array of the objects status --json prints (see "redislock
-status --help", also for ids that are not UTF-8).`
+status prints it) and remaining time to live.
+
+{{flags}}
+
+It walks the keys with SCAN (never KEYS), on every master of a cluster, and
+changes nothing. With --json it prints an array of the objects status
+--json prints (see "redislock status --help", also for ids that are not
+UTF-8).
+`
 
 // lockStatus is the JSON form of status and list. The _base64 fields hold
 // the exact bytes of the string before them when it is not valid UTF-8.
