@@ -183,6 +183,12 @@ func TestRunBusy(t *testing.T) {
 	if code, errOut := exitOf(t, cliCmd(t, "run", "-n", "-E", "0", "--redis", s.Addr, "job", "--", "true")); code != 0 || errOut != "" {
 		t.Fatalf("run -n -E 0 --redis %s while held: exit %d, %q; want 0 and nothing", s.Addr, code, errOut)
 	}
+	// -q: silent, the exit code kept (flock -n's way).
+	for _, q := range []string{"-q", "--quiet"} {
+		if code, errOut := exitOf(t, cliCmd(t, "run", "-n", q, "--redis", url, "job", "--", "true")); code != exitBusy || errOut != "" {
+			t.Fatalf("run -n %s while held: exit %d, %q; want %d and nothing", q, code, errOut, exitBusy)
+		}
+	}
 	start = time.Now()
 	code, _ = exitOf(t, cliCmd(t, "run", "-w", "300ms", "--redis", url, "job", "--", "true"))
 	waited := time.Since(start)

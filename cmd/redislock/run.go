@@ -34,8 +34,7 @@ Exit codes:
   126, 127   COMMAND could not be run, or was not found
 
 Examples:
-  redislock run -n -E 0 nightly -- ./nightly-job  # cron: skip silently if busy
-  redislock run --semaphore 4 thumbs -- ./thumb.sh  # at most 4 at once
+  redislock run -n -q nightly -- ./nightly-job  # cron: skip silently if busy
 
 Signals, the terminal, a lost lock, kill -9: docs/command.md.
 `
@@ -72,6 +71,7 @@ type runFlags struct {
 	maxHold    time.Duration
 	id         string
 	busyCode   int
+	quiet      bool // nothing printed when busy
 	killAfter  time.Duration
 	relTimeout time.Duration
 	semaphore  int  // a semaphore's size; 0: a lock
@@ -128,6 +128,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.id, "id", "", "owner `ID` (default HOST:PID:RANDOM-UUID)")
 	fs.IntVar(&f.busyCode, "conflict-exit-code", exitBusy, "exit `CODE` when busy; 0: silent")
 	fs.IntVar(&f.busyCode, "E", exitBusy, "short for --conflict-exit-code")
+	fs.BoolVar(&f.quiet, "quiet", false, "print nothing when the lock is busy (as flock -n)")
+	fs.BoolVar(&f.quiet, "q", false, "short for --quiet")
 	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "on a loss, SIGKILL `D` after SIGTERM")
 	fs.DurationVar(&f.relTimeout, "release-timeout", 5*time.Second, "how long `D` the final release may take")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "NAME is a semaphore of `N` permits: hold one")
@@ -251,8 +253,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case errors.As(err, new(unreachableError)):
 		return fail(stderr, "run", exitFail, err)
 	case errors.Is(err, redislock.ErrLocked) && (f.noWait || errors.Is(err, context.DeadlineExceeded)):
-		if f.busyCode == 0 {
-			return 0 // asked for: a busy lock is a silent success, as flock -n's (cron mails any output)
+		if f.busyCode == 0 || f.quiet {
+			return f.busyCode // asked for: silent, as flock -n (cron mails any output)
 		}
 		return fail(stderr, "run", f.busyCode, errors.New(busy(context.WithoutCancel(ctx))))
 	default:
