@@ -59,15 +59,29 @@ func TestShortestSliceIsSafeOnOldServers(t *testing.T) {
 	if err := admin.Set(context.Background(), l.Key(), "someone", time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	// The caller gives up after the third BLPOP (a count, not a time
+	// window: a loaded machine sent only two in 60 ms), or after 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			rec.mu.Lock()
+			n := len(rec.timeouts)
+			rec.mu.Unlock()
+			if n >= 3 {
+				cancel()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	if err := l.Acquire(ctx); !errors.Is(err, redislock.ErrLocked) {
 		t.Fatalf("Acquire() = %v, want ErrLocked", err)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.timeouts) < 3 {
-		t.Fatalf("%d BLPOPs sent (%q), want several short slices", len(rec.timeouts), rec.timeouts)
+		t.Fatalf("%d BLPOPs sent (%q) in 10 s, want several short slices", len(rec.timeouts), rec.timeouts)
 	}
 	for _, s := range rec.timeouts {
 		f, err := strconv.ParseFloat(s, 64)
