@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -663,7 +664,7 @@ func TestClientPerJobLeavesFewConnections(t *testing.T) {
 // Long-lived clients that take turns holding a lock keep their trackers:
 // no new connection per hold, up to four clients of a server, with pauses
 // between the holds (each tracker idle in turn, all four at the last
-// release). (Found by review: with one idle tracker per server, each hold
+// release), and still after all four have been idle past their linger. (Found by review: with one idle tracker per server, each hold
 // retired the other client's tracker, two new connections and a set-up
 // per hold.)
 func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
@@ -695,6 +696,63 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 	}
 	if n := received() - before; n > 2 {
 		t.Fatalf("%d new connections over 20 holds taken in turn by 4 clients; want none (the trackers stay)", n)
+	}
+	// Past their linger all four are idle, which is as many as a server
+	// keeps: the next hold of each finds its tracker still there.
+	time.Sleep(1300 * time.Millisecond)
+	before = received()
+	for _, l := range locks {
+		hold(l)
+	}
+	if n := received() - before; n > 2 {
+		t.Fatalf("%d new connections over 4 holds by 4 clients idle past their linger; want none (four idle trackers are kept)", n)
+	}
+}
+
+// Clients that contend for one lock keep their trackers too, however many
+// they are: each waits while the others hold, its tracker lingering, and
+// a lingering tracker of a client in use does not count against the four
+// idle ones a server keeps. (Found by the contention bench: with 8 clients,
+// each hold retired a waiting client's tracker, and the next hold of that
+// client made two new connections: 38 % of the process's CPU.)
+func TestContendingClientsKeepTheirTrackers(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	received := func() int64 {
+		n, _ := strconv.ParseInt(infoField(t, admin, "stats", "total_connections_received"), 10, 64)
+		return n
+	}
+	const clients, holds = 8, 4
+	locks := make([]*redislock.Lock, clients)
+	for i := range locks {
+		locks[i] = mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+	}
+	round := func() {
+		var wg sync.WaitGroup
+		for _, l := range locks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.Acquire(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(5 * time.Millisecond) // past armDelay: the key is read, the tracker connected
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	round() // every client connected: its tracker, its wait runtime
+	before := received()
+	for range holds {
+		round()
+	}
+	if n := received() - before; n > 4 {
+		t.Fatalf("%d new connections over %d holds by %d contending clients; want none (each keeps its tracker)", n, clients*holds, clients)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,10 @@ type contention struct {
 	handoffP50        time.Duration // release returns -> another worker's acquire returns
 	handoffP99        time.Duration
 	fromCallP50       time.Duration // release called -> another worker's acquire returns
-	commands          float64       // per acquisition
+	commands          float64       // per acquisition, counted by the client hook
+	serverCmds        float64       // per acquisition, counted by Redis (INFO commandstats); 0 without admin
+	procCPU, redisCPU time.Duration // per acquisition; Redis's 0 without admin
+	waitP99, longest  time.Duration // of a lock call
 	minWorker, maxWkr int
 	jain              float64
 }
@@ -40,9 +44,13 @@ type waiting struct {
 
 // count is the counter workload's result.
 type count struct {
-	lost     int
-	perSec   float64
-	commands float64 // lock commands per increment
+	lost       int
+	perSec     float64
+	commands   float64       // lock commands per increment, counted by the client hook
+	serverCmds float64       // lock commands per increment, counted by Redis (the data's GET and SET left out); 0 without admin
+	procCPU    time.Duration // per increment (the data's GET and SET included)
+	redisCPU   time.Duration // per increment (the same); 0 without admin
+	longest    time.Duration // of a lock call
 }
 
 type contenderResult struct {
@@ -50,7 +58,6 @@ type contenderResult struct {
 	allocs    int64 // per uncontended cycle, from testing.Benchmark
 	contended []contention
 	waiters   []waiting
-	counter   []count
 }
 
 func pingBaseline(ctx context.Context, addr string, n int) time.Duration {
@@ -133,12 +140,14 @@ func uniqueName(kind string) string {
 // grant is one acquisition in the contended workload, in grant order.
 type grant struct {
 	worker           int
+	waited           time.Duration // in the lock call
 	acquired         time.Time
 	called, returned time.Time // its release
 }
 
-// contended runs n workers on one name for d, each holding for hold.
-func contended(ctx context.Context, addr string, c contender, n int, d, hold time.Duration) (contention, error) {
+// contended runs n workers on one name for d, each holding for hold. With
+// admin it also counts the commands Redis ran, from INFO commandstats.
+func contended(ctx context.Context, addr string, c contender, n int, d, hold time.Duration, admin *redis.Client) (contention, error) {
 	var sent atomic.Int64
 	name := uniqueName("contended")
 	workers := make([]worker, n)
@@ -156,6 +165,11 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 		wg     sync.WaitGroup
 		failed firstError
 	)
+	s0, err := sampleIf(ctx, admin)
+	if err != nil {
+		return contention{}, err
+	}
+	cpu0 := processCPU()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
@@ -164,6 +178,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				t := time.Now()
 				if err := w.lock(ctx); err != nil {
 					if ctx.Err() == nil {
 						failed.set(err)
@@ -171,6 +186,7 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 					return
 				}
 				g := &grant{worker: i, acquired: time.Now()}
+				g.waited = g.acquired.Sub(t)
 				mu.Lock()
 				grants = append(grants, g)
 				mu.Unlock()
@@ -190,13 +206,19 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1 := processCPU()
 	if err := failed.get(); err != nil {
 		return contention{}, err
 	}
-	var fromReturn, fromCall []time.Duration
+	s1, err := sampleIf(context.WithoutCancel(ctx), admin)
+	if err != nil {
+		return contention{}, err
+	}
+	var fromReturn, fromCall, waits []time.Duration
 	per := make([]int, n)
 	for i, g := range grants {
 		per[g.worker]++
+		waits = append(waits, g.waited)
 		if i == 0 || grants[i-1].worker == g.worker || grants[i-1].returned.IsZero() {
 			continue
 		}
@@ -212,17 +234,55 @@ func contended(ctx context.Context, addr string, c contender, n int, d, hold tim
 		handoffP99:  percentile(fromReturn, 0.99),
 		fromCallP50: median(fromCall),
 		commands:    float64(sent.Load()) / float64(len(grants)),
-		minWorker:   per[0],
-		maxWkr:      per[0],
+		serverCmds:  float64(serverCommands(s0, s1, 0)) / float64(len(grants)),
+		procCPU:     (cpu1 - cpu0) / time.Duration(len(grants)),
+		redisCPU:    (s1.cpu - s0.cpu) / time.Duration(len(grants)),
+		waitP99:     percentile(waits, 0.99),
+		longest:     slices.Max(waits),
+		minWorker:   slices.Min(per),
+		maxWkr:      slices.Max(per),
+		jain:        jain(per),
 	}
+	return res, nil
+}
+
+// jain is Jain's fairness index of the workers' shares: 1 when all got the
+// same, 1/n when one got everything.
+func jain(per []int) float64 {
 	var sum, sumSq float64
 	for _, k := range per {
-		res.minWorker, res.maxWkr = min(res.minWorker, k), max(res.maxWkr, k)
 		sum += float64(k)
 		sumSq += float64(k) * float64(k)
 	}
-	res.jain = sum * sum / (float64(n) * sumSq)
-	return res, nil
+	if sumSq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(per)) * sumSq)
+}
+
+// sampleIf samples the server through admin, when there is one.
+func sampleIf(ctx context.Context, admin *redis.Client) (serverSample, error) {
+	if admin == nil {
+		return serverSample{}, nil
+	}
+	return sampleServer(ctx, admin)
+}
+
+// serverCommands is what commandsSince counts between a and b, less the
+// connection set-up (HELLO, CLIENT SETINFO) and less others: commands the
+// workload itself sent that are not the lock's (a counter's GET and SET).
+// 0 when a was not sampled.
+func serverCommands(a, b serverSample, others int64) int64 {
+	if a.calls == nil {
+		return 0
+	}
+	all, _ := commandsSince(a, b)
+	for name, n := range b.calls {
+		if name == "hello" || name == "client|setinfo" {
+			all -= n - a.calls[name]
+		}
+	}
+	return all - others
 }
 
 // waiters holds a lock for hold while n waiters block on it, counts what
@@ -282,8 +342,9 @@ func waiters(ctx context.Context, addr string, c contender, n int, hold time.Dur
 }
 
 // counter runs n workers that each increment a counter rounds times, non
-// atomically (GET, then SET), under the lock.
-func counter(ctx context.Context, addr string, c contender, n, rounds int) (count, error) {
+// atomically (GET, then SET), under the lock. With admin it also counts the
+// lock's commands Redis ran, from INFO commandstats.
+func counter(ctx context.Context, addr string, c contender, n, rounds int, admin *redis.Client) (count, error) {
 	name := uniqueName("counter")
 	key := name + ":value"
 	var sent atomic.Int64
@@ -292,21 +353,33 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var (
-		wg     sync.WaitGroup
-		failed firstError
+		wg      sync.WaitGroup
+		failed  firstError
+		longest = make([]time.Duration, n)
 	)
-	start := time.Now()
-	for i := 0; i < n; i++ {
+	workers := make([]worker, n)
+	for i := range workers {
 		w, err := c.worker(withHook(addr, &sent), name)
 		if err != nil {
 			return count{}, err
 		}
 		defer w.close()
+		workers[i] = w
+	}
+	s0, err := sampleIf(ctx, admin)
+	if err != nil {
+		return count{}, err
+	}
+	cpu0 := processCPU()
+	start := time.Now()
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
+				t := time.Now()
 				err := w.lock(ctx)
+				longest[i] = max(longest[i], time.Since(t))
 				if err == nil {
 					var v int
 					v, err = data.Get(ctx, key).Int()
@@ -329,6 +402,7 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1 := processCPU()
 	if err := failed.get(); err != nil {
 		return count{}, err
 	}
@@ -336,6 +410,18 @@ func counter(ctx context.Context, addr string, c contender, n, rounds int) (coun
 	if err != nil {
 		return count{}, err
 	}
+	s1, err := sampleIf(ctx, admin)
+	if err != nil {
+		return count{}, err
+	}
 	total := n * rounds
-	return count{lost: total - v, perSec: float64(total) / elapsed.Seconds(), commands: float64(sent.Load()) / float64(total)}, nil
+	return count{
+		lost:       total - v,
+		perSec:     float64(total) / elapsed.Seconds(),
+		commands:   float64(sent.Load()) / float64(total),
+		serverCmds: float64(serverCommands(s0, s1, int64(2*total+1))) / float64(total), // each increment's GET and SET, and the GET above
+		longest:    slices.Max(longest),
+		procCPU:    (cpu1 - cpu0) / time.Duration(total),
+		redisCPU:   (s1.cpu - s0.cpu) / time.Duration(total),
+	}, nil
 }
