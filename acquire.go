@@ -25,7 +25,9 @@ func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireRe
 	if blocking && l.reg.joinsFirst() {
 		a.t = wait.Join(l.client, l.keys[0]) // first: the try registers the queue's token
 	}
-	a.try(ctx)
+	if !a.waitFirst() {
+		a.try(ctx)
+	}
 	defer a.leave()
 	for {
 		if done, err := a.result(); done {
@@ -59,6 +61,29 @@ type attempt struct {
 	popped     bool          // the last BLPOP took a wake-up signal
 	registered bool          // a busy try registered us as waiting (see registration)
 	pause      time.Duration // between waits while the slot migrates
+}
+
+// waitFirst reports whether a blocking attempt waits before it tries:
+// when this Lock's last release, moments ago, woke a waiter (see
+// core.handedOff), whose turn it is. The wait lasts the rest of that turn
+// at most, then the attempt goes on as one whose try found the lock busy.
+func (a *attempt) waitFirst() bool {
+	l := a.l
+	if !a.blocking || a.t != nil {
+		return false
+	}
+	until := l.handedOff.Swap(0)
+	if until == 0 {
+		return false
+	}
+	now := time.Now()
+	left := time.Unix(0, until).Sub(now)
+	if left <= 0 {
+		return false
+	}
+	a.sent = now
+	a.res = acquireResult{status: wire.Busy, pttl: max(left.Milliseconds(), 1)}
+	return true
 }
 
 // try sends a try that was not woken.

@@ -55,6 +55,18 @@ type core struct {
 	abandons       wait.Cleanups // abandoned waits still being finished (also in cleanups)
 	turn           chan struct{} // Locker's local mutex: one slot
 	ev             *events       // observers and logger; nil: none
+	turnLen        time.Duration // the turn (see turnFor)
+
+	// handedOff is when (Unix ns) the turn of the waiter woken by this
+	// Lock's last release ends, when that release was a hand-off under
+	// contention (see release.lua): a waiter had taken the last signal and
+	// another owner had held the lock since our previous release, so a
+	// waiter is likely to take this signal and the lock with it. Until
+	// then the next blocking Acquire waits its turn behind that waiter, in
+	// BLPOP, instead of trying first: its try would find the lock taken
+	// (or the woken waiter's turn) and cost a round trip and four commands
+	// for nothing. Swapped to 0 by the Acquire that reads it.
+	handedOff atomic.Int64
 
 	// mu guards the fields below. Taken after an RWMutex's mu; under it
 	// the only call into the hold is a look at its Done channel, and
@@ -104,6 +116,7 @@ func (l *core) init(client redis.UniversalClient, name string, proto protocol, c
 		expireMS:       strconv.FormatInt(c.expire.Milliseconds(), 10),
 		signalExpireMS: strconv.FormatInt(c.signalExpire.Milliseconds(), 10),
 		turnMS:         turnFor(c.signalExpire),
+		turnLen:        turnDuration(c.signalExpire),
 		autoRenewal:    c.autoRenewal,
 		tracking:       !c.noTracking && proto.readsOwner(),
 		margin:         c.margin,

@@ -404,6 +404,46 @@ func TestAbandonedTurnEnds(t *testing.T) {
 	}
 }
 
+// A Lock whose release handed the lock off waits before it tries (see
+// TestCommandsPerHandoff), but only for the rest of that turn: if the
+// waiter that took its signal never takes the lock (it died between its
+// BLPOP and its SET NX), the Lock's next Acquire gets the free lock after
+// about the turn's 100 ms, not after a whole slice (2 s here).
+func TestWaitAfterHandOffEndsWithTheTurn(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
+	// b, then a, hold it: a took b's signal, so a's release is a hand-off.
+	mustAcquire(t, ctx, b)
+	done := acquireAsync(ctx, a)
+	waitBlocked(t, admin, 1)
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, done); r.err != nil {
+		t.Fatal(r.err)
+	}
+	popped := make(chan error, 1)
+	go func() { popped <- admin.BLPop(ctx, 5*time.Second, "lock-signal:job").Err() }() // and then dies
+	waitBlocked(t, admin, 1)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-popped; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acquired %v after the hand-off to a waiter that died", time.Since(start))
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("acquired %v after a hand-off to a waiter that died, want about 100 ms (the turn), not a slice", took)
+	}
+}
+
 // The read at the local deadline never eats the safety margin: it starts
 // shortly before the deadline, and an answer that has not come by then
 // counts for nothing, with or without ContextTimeoutEnabled (go-redis

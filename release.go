@@ -101,6 +101,12 @@ func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 	vouched := h != nil && h.Valid()
 	id := l.releaseID(h)
 	n, retried, unanswered, err := l.sendRelease(ctx, id)
+	if err == nil && n == releaseHandedOff {
+		n = releaseDone
+		if l.autoID {
+			l.handedOff.Store(time.Now().Add(l.turnLen).UnixNano())
+		}
+	}
 	l.afterRelease(id, unanswered, err)
 	if !countsRetries(l.client) {
 		retried = false // unknown client: a retry cannot be told from an extra encoding
@@ -282,7 +288,8 @@ func (a *countedArg) MarshalBinary() ([]byte, error) {
 
 // Replies of the release script.
 const (
-	releaseDone    = 0 // deleted our key and pushed the signal
-	releaseMissing = 1 // no key
-	releaseOther   = 2 // the key holds another id
+	releaseDone      = 0 // deleted our key and pushed the signal
+	releaseHandedOff = 3 // the same, onto an empty list: a waiter took the last signal
+	releaseMissing   = 1 // no key
+	releaseOther     = 2 // the key holds another id
 )

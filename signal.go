@@ -300,7 +300,12 @@ func (l *core) ownFlag() string {
 // signal popped by a waiter). A woken waiter that died meanwhile holds up
 // the others about that long.
 func turnFor(signalExpire time.Duration) string {
-	return strconv.FormatInt(min(100*time.Millisecond, signalExpire).Milliseconds(), 10)
+	return strconv.FormatInt(turnDuration(signalExpire).Milliseconds(), 10)
+}
+
+// turnDuration is the turn of turnFor.
+func turnDuration(signalExpire time.Duration) time.Duration {
+	return min(100*time.Millisecond, signalExpire).Truncate(time.Millisecond)
 }
 
 // onRuntimeIfClosed runs undo on the connections of the client's wait

@@ -20,7 +20,9 @@
 --          "1": a try that was not woken: during a turn the free lock
 --               counts as busy, and {1, PTTL of the turn key} is returned;
 --          "2": the try pipelined behind a BLPOP, which may have been the
---               one woken: it may take the lock, and ends the turn;
+--               one woken: it may take the lock (the turn key is left to
+--               lapse: it matters only while the lock is free, and the
+--               next release sets it again);
 --          "0": no turn keys (a cluster slot that migrates answers
 --               TRYAGAIN to a script on several keys, some missing)
 --
@@ -64,9 +66,6 @@ if not set('NX') then
     return {1, pttl}
   end
   set() -- our own random id: take it again, with a fresh expire
-end
-if ARGV[4] == '2' then
-  redis.call('DEL', KEYS[3]) -- our turn, taken
 end
 if not fence then
   return {0, 0}
