@@ -36,14 +36,34 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		return l.pipeWait(ctx, req, in, tk)
 	}
+	if err := wait.Start(ctx, l.client, req); err != nil {
+		return waitResult{err: err}
+	}
 	// The wait and the try after it get all the time the caller gives
 	// (a try after a lost connection is retried as the client is told),
-	// and, once the caller gives up, the cleanup's time to be heard.
+	// and, once the caller gives up, the cleanup's time to be heard. The
+	// round's outcome is read here when it comes first and needs no more
+	// from Redis (its pipelined try answered), as most do: no goroutine
+	// then stands between the lane and the caller.
+	var round wait.Round
+	arrived := false // round is in
+	select {
+	case round = <-req.Result():
+		if ctx.Err() == nil && settled(round) {
+			return l.afterWait(ctx, round, in, tk)
+		}
+		arrived = true
+	case <-ctx.Done():
+	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch := make(chan waitResult, 1)
 	go func() {
 		defer cancel()
-		ch <- l.pipeWait(pctx, req, in, tk)
+		r := round
+		if !arrived {
+			r = <-req.Result()
+		}
+		ch <- l.afterWait(pctx, r, in, tk)
 	}()
 	select {
 	case r := <-ch:
@@ -130,6 +150,17 @@ func (l *core) pipeWait(ctx context.Context, req *wait.Req, in *identity, tk *wa
 	if err != nil {
 		return waitResult{err: err}
 	}
+	return l.afterWait(ctx, round, in, tk)
+}
+
+// settled reports whether round needs nothing more from Redis to be read:
+// its BLPOP answered and so did the try pipelined behind it.
+func settled(round wait.Round) bool {
+	return round.Err == nil && round.Try != nil && round.Try.Err() == nil
+}
+
+// afterWait reads the outcome of a round of waiting (see pipeWait).
+func (l *core) afterWait(ctx context.Context, round wait.Round, in *identity, tk *wait.Ticket) waitResult {
 	perr := round.Err
 	r := waitResult{popped: round.Popped, woken: round.Woken, slept: round.Slept, moving: topology.Is(perr)}
 	r.res, r.err = l.afterRound(ctx, round, in, tk)

@@ -198,17 +198,29 @@ func NewReq(signal string, d time.Duration, try []any) *Req {
 // It returns early only when the runtime cannot be had (a cluster whose
 // slot map cannot be loaded).
 func On(ctx context.Context, client redis.UniversalClient, req *Req) (Round, error) {
+	if err := Start(ctx, client, req); err != nil {
+		return Round{}, err
+	}
+	return <-req.res, nil
+}
+
+// Start is On without the wait for the outcome: it hands req to a lane of
+// the runtime of client for key. The outcome comes on req.Result.
+func Start(ctx context.Context, client redis.UniversalClient, req *Req) error {
 	for {
 		rt, err := runtimeFor(ctx, client, req.signal)
 		if err != nil {
-			return Round{}, err
+			return err
 		}
 		if err := rt.enqueue(req); errors.Is(err, errRuntimeClosed) {
 			continue
 		}
-		return <-req.res, nil
+		return nil
 	}
 }
+
+// Result delivers the outcome of a Req that Start handed to a lane, once.
+func (r *Req) Result() <-chan Round { return r.res }
 
 // Own returns what client's waits on key run on: the connections of its
 // runtime, which outlive client (see the root's undoOnRuntime), or client
