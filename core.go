@@ -33,6 +33,9 @@ type core struct {
 	extendKeys   []string // KEYS of the extend script: {lock}
 	acquireExtra []any    // ARGV of every try after the four of the Lock's (the semaphore's size)
 	autoID       bool     // the id is this Lock's own random one, in no other Lock
+	// plainWake: a woken waiter takes the lock with a plain SET NX (see
+	// identity.wokenSet): the Lock's, without fencing or replica ack.
+	plainWake bool
 
 	// ident is the owner id and what is made from it. It changes only for a
 	// Lock with its own random id, after a giveback whose outcome stayed
@@ -127,6 +130,8 @@ func (l *core) init(client redis.UniversalClient, name string, proto protocol, c
 		turn:           make(chan struct{}, 1),
 		ev:             newEvents(c.observers, c.logger),
 	}
+	_, isLock := proto.(lockProtocol)
+	l.plainWake = isLock && fence == "" && !c.ack.on()
 	if len(keys) == 3 { // the Lock's and the Semaphore's
 		l.releaseCmd = []any{"evalsha", l.scripts.release.Hash(), "3", keys[0], keys[1], keys[2], nil, l.signalExpireMS, l.turnMS}
 	}
@@ -152,6 +157,13 @@ type identity struct {
 	soloCmd     []any
 	onlyArgs    []any // ARGV of a try that will not wait, for a protocol that registers waiters
 	onlyCmd     []any
+	// wokenSet is the try pipelined behind a BLPOP when plainWake: SET
+	// lock id NX [PX expire], python-redis-lock's own acquire. Such a try
+	// takes a free lock whatever the turn (as the script's mode "2" does)
+	// in one command instead of two (EVALSHA and its SET). When it finds
+	// the lock taken, the script is sent after it, for the holder's PTTL
+	// (see afterRound).
+	wokenSet []any
 }
 
 func (l *core) newIdentity(id string) *identity {
@@ -166,6 +178,12 @@ func (l *core) newIdentity(id string) *identity {
 	in.acquireCmd = wire.EvalShaCmd(s, l.acquireKeys, in.acquireArgs)
 	in.wokenCmd = wire.EvalShaCmd(s, l.acquireKeys, in.wokenArgs)
 	in.soloCmd = wire.EvalShaCmd(s, l.soloKeys, in.soloArgs)
+	if l.plainWake {
+		in.wokenSet = []any{"set", l.keys[0], id, "nx"}
+		if l.expireMS != "0" {
+			in.wokenSet = append(in.wokenSet, "px", l.expireMS)
+		}
+	}
 	if l.reg.only() {
 		in.onlyArgs = append([]any{id, l.expireMS, own, "3"}, l.acquireExtra...)
 		in.onlyCmd = wire.EvalShaCmd(s, l.acquireKeys, in.onlyArgs)

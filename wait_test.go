@@ -87,6 +87,40 @@ func TestReleaseWakesWaiter(t *testing.T) {
 	}
 }
 
+// A woken waiter whose take (the plain SET NX behind its BLPOP) finds the
+// lock held, here by a holder that crashed after a stray signal woke the
+// waiter, learns the holder's TTL (the acquire script is sent after the
+// SET) and wakes when the key expires, not a whole slice later.
+func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
+	mustAcquire(t, ctx, holder)
+	waiter := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	// The holder "crashes" with ttl left, and a stray signal wakes the
+	// waiter while the key is still there.
+	if err := admin.PExpire(ctx, "lock:job", ttl).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := admin.LPush(ctx, "lock-signal:job", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done)
+	if r.err != nil {
+		t.Fatalf("waiter.Acquire() = %v", r.err)
+	}
+	took := r.at.Sub(start)
+	t.Logf("stray signal -> waiter holding: %v (the key had %v left)", took, ttl)
+	if took < ttl-50*time.Millisecond || took > ttl+time.Second {
+		t.Fatalf("waiter acquired %v after the stray signal, want within [ttl, ttl+1s] = [%v, %v]", took, ttl, ttl+time.Second)
+	}
+}
+
 // A holder that dies without releasing: its waiters wake when its key
 // expires (their slice is capped by its PTTL), not a slice or a whole
 // expire of their own later.

@@ -29,7 +29,10 @@ import (
 func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket) waitResult {
 	in := l.ident.Load()
 	var try []any
-	if !l.ack.on() { // WAIT must follow the try on its connection: see pipeWait
+	switch {
+	case in.wokenSet != nil:
+		try = in.wokenSet
+	case !l.ack.on(): // WAIT must follow the try on its connection: see pipeWait
 		try, _ = l.prepared(in, tryWoken, tk)
 	}
 	req := wait.NewReq(l.keys[1], d, try)
@@ -205,6 +208,8 @@ func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, t
 		return acquireResult{}, perr
 	case lost:
 		res, err = l.tryAs(ctx, tryWoken, tk)
+	case round.Try != nil && in.wokenSet != nil:
+		res, err = l.afterSet(ctx, round.Try, in, tk)
 	case round.Try != nil:
 		res, err = l.acked(ctx, in.id, round.Try, nil)
 	case round.Gone:
@@ -215,6 +220,21 @@ func (l *core) afterRound(ctx context.Context, round wait.Round, in *identity, t
 		res, err = l.tryAs(ctx, tryWoken, tk)
 	}
 	return l.tryAgain(ctx, moving, res, err, tk)
+}
+
+// afterSet reads the reply of a woken try sent as a plain SET NX (see
+// identity.wokenSet): OK took the lock; a nil reply found it held, and the
+// acquire script is sent then (in mode "2", as the SET was), for what a
+// busy try must tell: the holder's PTTL, or that the key holds our own id.
+func (l *core) afterSet(ctx context.Context, cmd *redis.Cmd, in *identity, tk *wait.Ticket) (acquireResult, error) {
+	switch err := cmd.Err(); {
+	case err == nil:
+		return acquireResult{status: wire.Acquired, id: in.id}, nil
+	case errors.Is(err, redis.Nil):
+		return l.tryAs(ctx, tryWoken, tk)
+	default:
+		return acquireResult{id: in.id}, err
+	}
 }
 
 // tryAgain sends the try after a wait once more where it could not run:
