@@ -101,12 +101,7 @@ func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 	vouched := h != nil && h.Valid()
 	id := l.releaseID(h)
 	n, retried, unanswered, err := l.sendRelease(ctx, id)
-	if err == nil && n == releaseHandedOff {
-		n = releaseDone
-		if l.autoID {
-			l.handedOff.Store(time.Now().Add(l.turnLen).UnixNano())
-		}
-	}
+	n = l.noteHandOff(n, err)
 	l.afterRelease(id, unanswered, err)
 	if !countsRetries(l.client) {
 		retried = false // unknown client: a retry cannot be told from an extra encoding
@@ -224,6 +219,20 @@ func (l *core) sendRelease(ctx context.Context, own string) (n int64, retried, u
 			return n, retried, unanswered, err
 		}
 	}
+}
+
+// noteHandOff reads the release script's reply n: a hand-off under
+// contention (releaseHandedOff) has the next blocking Acquire of a Lock
+// with its own random id wait first, for the rest of the turn (see
+// core.handedOff); it is a release like any other (releaseDone).
+func (l *core) noteHandOff(n int64, err error) int64 {
+	if err != nil || n != releaseHandedOff {
+		return n
+	}
+	if l.autoID {
+		l.handedOff.Store(time.Now().Add(l.turnLen).UnixNano())
+	}
+	return releaseDone
 }
 
 // afterRelease records the outcome of a release of id: when an attempt of

@@ -86,16 +86,7 @@ func (t *tracker) becomeIdle() {
 		if x.server != t.server {
 			return true
 		}
-		x.mu.Lock()
-		since := x.emptySince
-		if len(x.holds) > 0 || x.closed || x.retire {
-			since = time.Time{}
-		}
-		x.mu.Unlock()
-		if !since.IsZero() && time.Since(since) < runLinger && !unused(x.k.Client) {
-			since = time.Time{} // lingering for a client in use
-		}
-		if !since.IsZero() {
+		if since := x.idleSince(); !since.IsZero() {
 			n++
 			if old == nil || since.Before(oldest) {
 				old, oldest = x, since
@@ -120,6 +111,22 @@ func (t *tracker) becomeIdle() {
 	default:
 		old.closeIdle()
 	}
+}
+
+// idleSince is when t was left without holds, if it counts against its
+// server's idle trackers (see maxIdlePerServer): not while it has holds,
+// is closed or retiring, nor while it lingers for a client in use.
+func (t *tracker) idleSince() time.Time {
+	t.mu.Lock()
+	since := t.emptySince
+	if len(t.holds) > 0 || t.closed || t.retire {
+		since = time.Time{}
+	}
+	t.mu.Unlock()
+	if !since.IsZero() && time.Since(since) < runLinger && !unused(t.k.Client) {
+		return time.Time{} // lingering for a client in use
+	}
+	return since
 }
 
 // unused reports whether client has no connection in its pool: it was
