@@ -581,3 +581,27 @@ func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
 		}
 	}
 }
+
+// A waiter with WithReplicaAck takes the lock with its script and a WAIT
+// after it, woken or not: with no replica to acknowledge it, the take is
+// released and Acquire returns ErrNotReplicated, never a lock a failover
+// could lose.
+func TestWokenWaiterWithReplicaAckIsAcknowledged(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
+	mustAcquire(t, ctx, holder)
+	waiter := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithReplicaAck(1, 100*time.Millisecond))
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, s.Client(), 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done)
+	if !errors.Is(r.err, redislock.ErrNotReplicated) {
+		t.Fatalf("woken waiter's Acquire() with no replica = %v, want ErrNotReplicated", r.err)
+	}
+	if n := s.Client().Exists(ctx, "lock:job").Val(); n != 0 {
+		t.Fatalf("the unacknowledged take is still in Redis (EXISTS lock:job = %d)", n)
+	}
+}
