@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +45,73 @@ type contRow struct {
 }
 
 // contenders of the matrix: ours and the peers with a 1 ms retry, the
-// fastest each offers under contention.
-var contMatrixNames = []string{"go-redis-lock", "bsm/redislock 1ms linear", "redsync 1ms retry"}
+// fastest each offers under contention, and our protocol sent bare.
+var contMatrixNames = []string{"go-redis-lock", "bsm/redislock 1ms linear", "redsync 1ms retry", bareWaitContender.name}
+
+// bareWaitContender runs go-redis-lock's wire protocol under contention
+// straight through go-redis, in the worker's goroutine, with none of the
+// library's own work: the acquire script as a first try, then BLPOP with
+// the plain SET NX pipelined behind it on a connection of its own, the
+// release script, and after a release that handed off (3) a wait before
+// the next try, as the library does. What the protocol allows; the gap to
+// the library's row is the library's own work (hold, watch, local queue,
+// wait lanes and their goroutines).
+var bareWaitContender = contender{"go-redis-lock's protocol, bare", func(cc clientCfg, name string) (worker, error) {
+	w, err := bareContender.worker(cc, name)
+	if err != nil {
+		return nil, err
+	}
+	b := w.(bareWorker)
+	// An id of its own (the uncontended floor's is shared), as long.
+	id := fmt.Sprintf("bare:%040d", nameSeq.Add(1))
+	b.acquire, b.release = slices.Clone(b.acquire), slices.Clone(b.release)
+	b.acquire[6], b.release[6] = id, id
+	wc := redis.NewClient(&redis.Options{Addr: cc.addr, PoolSize: 1, ContextTimeoutEnabled: !cc.defaults, Dialer: cc.dial})
+	return &bareWaitWorker{bareWorker: b, wc: wc, id: id}, nil
+}}
+
+type bareWaitWorker struct {
+	bareWorker
+	wc       *redis.Client // the wait connection
+	id       any
+	handedOn bool // the last release handed off
+}
+
+func (w *bareWaitWorker) lock(ctx context.Context) error {
+	for {
+		if !w.handedOn {
+			r, err := w.c.Do(ctx, w.acquire...).Slice()
+			if err != nil {
+				return err
+			}
+			if len(r) == 2 && r[0] == int64(0) {
+				return nil
+			}
+		}
+		w.handedOn = false
+		pipe := w.wc.Pipeline()
+		pipe.Do(ctx, "blpop", w.keys[1], "1")
+		set := pipe.Do(ctx, "set", w.keys[0], w.id, "nx", "px", benchTTL.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if set.Err() == nil {
+			return nil
+		}
+		if !errors.Is(set.Err(), redis.Nil) {
+			return set.Err()
+		}
+	}
+}
+
+func (w *bareWaitWorker) unlock(ctx context.Context) error {
+	n, err := w.c.Do(ctx, w.release...).Int64()
+	if err == nil && n != 0 && n != 3 {
+		err = fmt.Errorf("bare release %s: %d", w.keys[0], n)
+	}
+	w.handedOn = n == 3
+	return err
+}
+
+func (w *bareWaitWorker) close() { w.c.Close(); w.wc.Close() }
 
 func contWorkloads(duration time.Duration, rounds int) []contWorkload {
 	fromContention := func(k contention) contRun {
@@ -74,7 +141,7 @@ func contentionMatrix(ctx context.Context, addr string, rounds int, duration tim
 	defer admin.Close()
 	var cs []contender
 	for _, name := range contMatrixNames {
-		for _, c := range contenders {
+		for _, c := range append(contenders, bareWaitContender) {
 			if c.name == name {
 				cs = append(cs, c)
 			}

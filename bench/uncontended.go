@@ -84,7 +84,7 @@ func (w bareWorker) lock(ctx context.Context) error {
 }
 func (w bareWorker) unlock(ctx context.Context) error {
 	n, err := w.c.Do(ctx, w.release...).Int64()
-	if err == nil && n != 0 {
+	if err == nil && n != 0 && n != 3 { // 3: released, handed off to a waiter
 		err = fmt.Errorf("bare release %s: %d", w.keys[0], n)
 	}
 	return err
