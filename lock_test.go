@@ -366,6 +366,39 @@ func TestForeignHolder(t *testing.T) {
 	})
 }
 
+// A release replaces a signal key or a turn key of another type, as
+// python-redis-lock's unlock (DEL, then LPUSH) replaces the signal key: the
+// release succeeds and leaves the signal list Python expects. (Found by
+// review: with LPUSH first, Release failed with WRONGTYPE after deleting
+// the lock key.)
+func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
+	for _, key := range []string{"lock-signal:job", "lock-signal:job:turn"} {
+		t.Run(key, func(t *testing.T) {
+			onBoth(t, func(t *testing.T, b *backend) {
+				ctx := ctxT(t)
+				c := b.client()
+				l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
+				mustAcquire(t, ctx, l)
+				if err := c.HSet(ctx, key, "f", "v").Err(); err != nil { // neither a list nor a string
+					t.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatalf("Release() with %s a hash = %v, want nil", key, err)
+				}
+				if n := c.Exists(ctx, "lock:job").Val(); n != 0 {
+					t.Fatalf("lock:job still there after the release")
+				}
+				if got := c.LRange(ctx, "lock-signal:job", 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+					t.Fatalf("signal list after the release = %q, want [1]", got)
+				}
+				if typ := c.Type(ctx, "lock-signal:job:turn").Val(); typ != "string" {
+					t.Fatalf("turn key after the release is a %s, want the releaser's turn (a string)", typ)
+				}
+			})
+		})
+	}
+}
+
 func TestSignalListStaysSmallAndExpires(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)

@@ -28,7 +28,9 @@
 -- likely to take this signal too. It returns 3, so that the releaser, if
 -- it acquires again, waits its turn behind that waiter instead of trying
 -- first (see core.handedOff). SET with GET needs Redis 6.2; on 6.0 the
--- turn is read, then set.
+-- turn is read, then set (two more commands). A signal key or turn key of
+-- another type is replaced, as python-redis-lock's DEL then LPUSH replaces
+-- the signal key.
 --
 -- Returns 0 when released (3: released, and handed off); 1 when the key
 -- is missing, 2 when it holds another id (nothing is changed then).
@@ -40,8 +42,11 @@ if holder ~= ARGV[1] then
   return 2
 end
 redis.call('DEL', KEYS[1])
-local n = redis.call('LPUSH', KEYS[2], 1)
-if n > 1 then
+local n = redis.pcall('LPUSH', KEYS[2], 1)
+if type(n) == 'table' then -- not a list (WRONGTYPE): replaced, as DEL then LPUSH does
+  redis.call('DEL', KEYS[2])
+  n = redis.call('LPUSH', KEYS[2], 1)
+elseif n > 1 then
   redis.call('LTRIM', KEYS[2], 0, 0)
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -49,8 +54,11 @@ if not KEYS[3] then
   return 0
 end
 local last = redis.pcall('SET', KEYS[3], ARGV[1], 'PX', ARGV[3], 'GET')
-if type(last) == 'table' and last.err then -- Redis 6.0
-  last = redis.call('GET', KEYS[3])
+if type(last) == 'table' then -- Redis 6.0 (no SET ... GET), or a turn key of another type
+  last = redis.pcall('GET', KEYS[3])
+  if type(last) == 'table' then
+    last = false
+  end
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
 end
 if n == 1 and last and last ~= ARGV[1] then
