@@ -1,8 +1,11 @@
 package redislock_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
@@ -76,14 +79,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 	var total map[string]int64
 	for i := 0; i < handoffs; i++ {
 		before := commandStats(t, admin)
-		done := acquireAsync(ctx, waiter)
-		waitBlocked(t, admin, 1)
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if r := receive(t, done); r.err != nil {
-			t.Fatal(r.err)
-		}
+		handOff(t, ctx, admin, holder, waiter)
 		d := topLevel(delta(before, commandStats(t, admin)))
 		if total == nil {
 			total = d
@@ -120,14 +116,7 @@ func TestHandOffEndsWithTheContention(t *testing.T) {
 	holder, waiter := a, b
 	mustAcquire(t, ctx, holder)
 	for range 4 { // take turns: each release hands the lock off
-		done := acquireAsync(ctx, waiter)
-		waitBlocked(t, admin, 1)
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if r := receive(t, done); r.err != nil {
-			t.Fatal(r.err)
-		}
+		handOff(t, ctx, admin, holder, waiter)
 		holder, waiter = waiter, holder
 	}
 	if err := holder.Release(ctx); err != nil {
@@ -145,5 +134,20 @@ func TestHandOffEndsWithTheContention(t *testing.T) {
 	t.Logf("commands for %d cycles after the contention: %v", cycles, got)
 	if got["blpop"] > 1 {
 		t.Fatalf("%d BLPOPs in %d cycles of a Lock left alone, want at most 1 (the wait right after the last hand-off)", got["blpop"], cycles)
+	}
+}
+
+// handOff has waiter wait for the lock (blocked in BLPOP, which admin's
+// server counts) while holder holds it, then holder release it, and waits
+// until waiter holds it.
+func handOff(t *testing.T, ctx context.Context, admin *redis.Client, holder, waiter *redislock.Lock) {
+	t.Helper()
+	done := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, done); r.err != nil {
+		t.Fatal(r.err)
 	}
 }

@@ -417,14 +417,7 @@ func TestWaitAfterHandOffEndsWithTheTurn(t *testing.T) {
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	// b, then a, hold it: a took b's signal, so a's release is a hand-off.
 	mustAcquire(t, ctx, b)
-	done := acquireAsync(ctx, a)
-	waitBlocked(t, admin, 1)
-	if err := b.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r := receive(t, done); r.err != nil {
-		t.Fatal(r.err)
-	}
+	handOff(t, ctx, admin, b, a)
 	popped := make(chan error, 1)
 	go func() { popped <- admin.BLPop(ctx, 5*time.Second, "lock-signal:job").Err() }() // and then dies
 	waitBlocked(t, admin, 1)
