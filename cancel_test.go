@@ -337,17 +337,46 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	c := s.Client()
-	var armed, joined atomic.Bool
+	var armed atomic.Bool
 	gate, popped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	// inFlight counts, per signal key, the BLPOPs sent on c's lanes that
+	// have not returned: once every waiter's key is in one, no lane is
+	// moving its waiters around (a newcomer displacing a solo waiter, which
+	// then takes another lane: see lane.displaced), and only the release
+	// or a slice's end can make a lane send again.
+	var mu sync.Mutex
+	inFlight := map[string]int{}
+	count := func(cmd redis.Cmder, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range cmd.Args()[1:] {
+			if k, ok := a.(string); ok {
+				inFlight[k] += n
+			}
+		}
+	}
+	settled := func(keys ...string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				if inFlight[k] < 1 {
+					return false
+				}
+			}
+			return true
+		}
+	}
 	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 		for _, cmd := range cmds {
 			if cmd.Name() == "lpush" && armed.Load() { // the abandoned wait's wake push
 				<-gate
 			}
-			if cmd.Name() == "blpop" && slices.Contains(cmd.Args(), any("lock-signal:job")) {
-				joined.Store(true)
-			}
+		}
+		if cmds[0].Name() == "blpop" {
+			count(cmds[0], 1)
+			defer count(cmds[0], -1)
 		}
 		err := next(ctx, cmds)
 		if b, ok := cmds[0].(*redis.Cmd); ok && b.Name() == "blpop" {
@@ -365,10 +394,14 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 	// 8 names waited on through c take its 8 lanes: the next one shares.
 	bg, stop := context.WithCancel(ctx)
 	others := make([]*redislock.Lock, 8)
+	keys := []string{"lock-signal:job"}
 	for i := range others {
-		mustAcquire(t, ctx, mustNew(t, admin, fmt.Sprint("other-", i)))
-		others[i] = mustNew(t, c, fmt.Sprint("other-", i))
+		name := fmt.Sprint("other-", i)
+		mustAcquire(t, ctx, mustNew(t, admin, name))
+		others[i] = mustNew(t, c, name)
+		redislock.SetMaxSlice(others[i], time.Minute)
 		acquireAsync(bg, others[i])
+		keys = append(keys, "lock-signal:"+name)
 	}
 	defer func() {
 		stop()
@@ -376,14 +409,14 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 			_ = o.Settle(ctx)
 		}
 	}()
-	waitBlocked(t, admin, 8)
 	holder := mustNew(t, admin, "job") // no expire: only a release frees it
 	mustAcquire(t, ctx, holder)
 	quitter := mustNew(t, c, "job")
+	redislock.SetMaxSlice(quitter, time.Minute)
 	qctx, cancel := context.WithCancel(ctx)
 	q := acquireAsync(qctx, quitter)
-	within(t, 10*time.Second, "the quitter's name joins a lane's BLPOP", joined.Load)
-	waitBlocked(t, admin, 8) // that lane blocks again, on its names and the quitter's
+	within(t, 10*time.Second, "every waiter's key in a BLPOP on c's lanes, the quitter's in a shared one", settled(keys...))
+	waitBlocked(t, admin, 8) // those BLPOPs are in Redis
 	got := make(chan error, 1)
 	go func() { got <- s.Client().BLPop(ctx, 5*time.Second, "lock-signal:job").Err() }()
 	waitBlocked(t, admin, 9)

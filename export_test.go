@@ -75,3 +75,7 @@ func SetRuntimeIdle(t interface{ Cleanup(func()) }, client redis.UniversalClient
 
 // HasWaitRuntime reports whether client has a wait runtime.
 func HasWaitRuntime(client redis.UniversalClient) bool { return wait.HasRuntime(client) }
+
+// SetMaxSlice sets the longest single BLPOP of l's waits (for a test that
+// needs a lane's BLPOP not to end on its own while it looks).
+func SetMaxSlice(l *Lock, d time.Duration) { l.maxSlice = d }
