@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,17 +171,23 @@ func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 	admin := s.Client()
 	holder := mustNew(t, s.Client(), "job") // no expire: the waiter's slice is its own cap
 	mustAcquire(t, ctx, holder)
-	// The slice cap keeps the winning try recent, so the hold needs no
-	// read of its key to count its validity (Lock.freshen reads it, GET
-	// and PTTL, only when half the expire has gone by since the try was
-	// sent: that read would hide a missing cap, so none may come).
+	// The slice cap keeps the winning try recent: every BLPOP the waiter
+	// sends blocks for a third of its expire at most. (Its hold would
+	// also do without the cap, by reading its key, GET and PTTL, when
+	// half the expire has gone by since the try was sent: see
+	// Lock.freshen. So the BLPOPs are what is checked.)
 	wc := s.Client()
-	var reads atomic.Int32
-	wc.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
-		for _, c := range cmds {
-			if c.Name() == "pttl" {
-				reads.Add(1)
+	var mu sync.Mutex
+	var longest time.Duration
+	redislock.AddWaitHook(wc, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if args := cmds[0].Args(); cmds[0].Name() == "blpop" {
+			secs, err := strconv.ParseFloat(fmt.Sprint(args[len(args)-1]), 64)
+			if err != nil {
+				t.Errorf("BLPOP timeout %v: %v", args[len(args)-1], err)
 			}
+			mu.Lock()
+			longest = max(longest, time.Duration(secs*float64(time.Second)))
+			mu.Unlock()
 		}
 		return next(ctx, cmds)
 	}))
@@ -194,9 +202,11 @@ func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("waiter.Acquire() = %v", r.err)
 	}
-	if n := reads.Load(); n != 0 {
-		t.Fatalf("the hold read its key %d time(s) to count its validity: its winning try was not recent (slice not capped by the waiter's expire)", n)
+	mu.Lock()
+	if longest == 0 || longest > expire/3 {
+		t.Fatalf("the waiter's longest BLPOP blocked for %v, want a slice of at most a third of its expire (%v)", longest, expire/3)
 	}
+	mu.Unlock()
 	ttl := admin.PTTL(ctx, waiter.Key()).Val()
 	select {
 	case <-waiter.Done():

@@ -262,10 +262,15 @@ var errClosedWhileWaiting = fmt.Errorf("redislock: the client was closed while w
 // has ended before it takes a connection: this probe sends nothing (a hook
 // on the client sees a PING fail with context.Canceled).
 func clientClosed(client redis.UniversalClient) bool {
+	return errors.Is(client.Ping(ended).Err(), redis.ErrClosed)
+}
+
+// ended is a context that has ended.
+var ended = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return errors.Is(client.Ping(ctx).Err(), redis.ErrClosed)
-}
+	return ctx
+}()
 
 // undoOnRuntime gives back, on the connections of the wait runtime, what
 // round r took for a client that was closed meanwhile: the lock its

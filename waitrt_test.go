@@ -452,3 +452,73 @@ func TestWaitsIgnoreThePoolCaps(t *testing.T) {
 		}
 	}
 }
+
+// A runtime whose waits keep coming keeps its connection: its idle time
+// counts from its last wait, not its first (one timer serves it, re-armed
+// for the rest of the idle time when it fires). Here waits come every
+// 90-130 ms for three times the idle time (400 ms), and every one runs on
+// the same connection. (The pauses vary so that the timer's firings, an
+// idle time after a wait, do not all fall on a wait in progress, which
+// would hide a timer that closes the runtime from its first wait.)
+func TestWaitRuntimeInUseDoesNotWindDown(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin, c := s.Client(), s.Client()
+	const idle = 400 * time.Millisecond
+	redislock.SetRuntimeIdle(t, c, idle)
+	holder := mustNew(t, admin, "job", redislock.WithTracking(false))
+	waiter := mustNew(t, c, "job", redislock.WithTracking(false))
+	first, prev := "", time.Time{}
+	checked := 0
+	for i, began := 0, time.Now(); time.Since(began) < 3*idle; i++ {
+		time.Sleep(time.Duration(90+i*17%40) * time.Millisecond)
+		mustAcquire(t, ctx, holder)
+		start := time.Now()
+		done := acquireAsync(ctx, waiter)
+		id := blockedConnID(t, admin)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := waiter.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The runtime was idle for less than start-prev.
+		if first != "" && start.Sub(prev) < idle {
+			checked++
+			if id != first {
+				t.Fatalf("wait %d ran on connection %s, the first on %s: the runtime wound down while in use", checked, id, first)
+			}
+		}
+		if first == "" {
+			first = id
+		}
+		prev = start
+	}
+	if checked < 6 {
+		t.Fatalf("only %d waits came within the idle time of the one before (a loaded machine?)", checked)
+	}
+}
+
+// blockedConnID waits for one connection blocked in BLPOP and returns its
+// client id.
+func blockedConnID(t *testing.T, admin *redis.Client) string {
+	t.Helper()
+	id := ""
+	within(t, 10*time.Second, "a connection blocked in BLPOP", func() bool {
+		list, err := admin.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatalf("CLIENT LIST: %v", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			if strings.Contains(line, " cmd=blpop ") && strings.Contains(line, " flags=b ") {
+				id, _, _ = strings.Cut(line, " ")
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}

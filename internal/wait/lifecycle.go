@@ -71,7 +71,10 @@ func (rt *waitRuntime) retire() {
 }
 
 // laneStoppedLocked counts a lane's goroutine out; with none left the
-// runtime winds down after runtimeIdle.
+// runtime winds down after runtimeIdle. One timer serves a runtime whose
+// lanes stop and start again many times a second (a lock handed back and
+// forth): it is armed when the last lane stops and no timer is armed, and
+// windDown re-arms it for what is left of the idle time.
 func (rt *waitRuntime) laneStoppedLocked() {
 	rt.running--
 	// A runtime on the user's client (own == nil: a client type without
@@ -81,22 +84,44 @@ func (rt *waitRuntime) laneStoppedLocked() {
 	if rt.running > 0 || rt.closed || (len(rt.hooks) > 0 && !rt.retired) {
 		return
 	}
-	idle := runtimeIdle
-	if d := registry.TuningOf(rt.key.Client).Idle; d > 0 {
-		idle = d
+	rt.stopped = time.Now()
+	switch {
+	case rt.idle == nil:
+		rt.idle = time.AfterFunc(rt.idleFor(), rt.windDown)
+	case rt.retired:
+		rt.idle.Reset(0)
 	}
-	if rt.retired {
-		idle = 0
-	}
-	rt.idle = time.AfterFunc(idle, rt.windDown)
 }
 
-// windDown closes a runtime that has been idle for runtimeIdle. It is
+// idleFor is how long the runtime stays with no lane running before it
+// winds down.
+func (rt *waitRuntime) idleFor() time.Duration {
+	if rt.retired {
+		return 0
+	}
+	if d := registry.TuningOf(rt.key.Client).Idle; d > 0 {
+		return d
+	}
+	return runtimeIdle
+}
+
+// windDown closes a runtime that has been idle for its idle time (see
+// laneStoppedLocked), or re-arms its timer for the rest of it. It is
 // marked closed under the same lock as the check that it is idle, so that
 // a waiter that comes meanwhile takes a new runtime.
 func (rt *waitRuntime) windDown() {
 	rt.mu.Lock()
-	if rt.running > 0 || rt.closed || rt.idle == nil {
+	if rt.closed || rt.idle == nil {
+		rt.mu.Unlock()
+		return
+	}
+	if rt.running > 0 { // its last lane to stop arms a timer again
+		rt.idle = nil
+		rt.mu.Unlock()
+		return
+	}
+	if left := rt.idleFor() - time.Since(rt.stopped); left > 0 {
+		rt.idle.Reset(left)
 		rt.mu.Unlock()
 		return
 	}

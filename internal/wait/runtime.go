@@ -85,7 +85,8 @@ type waitRuntime struct {
 	running int // lanes whose goroutine runs
 	closed  bool
 	retired bool         // out of the registry: no new waiter; its waiters start again elsewhere (see retire)
-	idle    *time.Timer  // winds the runtime down after runtimeIdle
+	idle    *time.Timer  // winds the runtime down after runtimeIdle (see laneStoppedLocked)
+	stopped time.Time    // when its last lane stopped
 	hooks   []redis.Hook // added to own (tests' seam, see AddHook)
 }
 
@@ -255,10 +256,6 @@ func (rt *waitRuntime) enqueue(req *Req) error {
 		ln.running = true
 		rt.running++
 		rt.lanes.Add(1)
-		if rt.idle != nil {
-			rt.idle.Stop()
-			rt.idle = nil
-		}
 	}
 	wake := ln.wakeLocked()
 	rt.mu.Unlock()
