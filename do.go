@@ -8,8 +8,9 @@ import (
 	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
-// releaseTimeout bounds the Release that Do runs after fn, on a context
-// that keeps the caller's values but not its cancellation.
+// releaseTimeout bounds the Release that Do runs after fn, and a Release
+// called with a context that had already ended (see Lock.Release), on a
+// context that keeps the caller's values but not its cancellation.
 const releaseTimeout = 5 * time.Second
 
 // Do acquires the lock (waiting as Acquire does), runs fn while holding it,

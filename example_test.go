@@ -42,7 +42,7 @@ func Example() {
 		fmt.Println("not acquired:", err) // errors.Is(err, redislock.ErrLocked) on timeout
 		return
 	}
-	defer lock.Release(context.WithoutCancel(ctx))
+	defer lock.Release(ctx)
 	fmt.Println("running the report")
 	// Output: running the report
 }

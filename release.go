@@ -47,6 +47,12 @@ import (
 // the release, waits for the renewal goroutine to exit, as long as ctx
 // allows; then Done is closed and Err returns ErrReleased (or, if the key
 // was no longer ours, the loss).
+//
+// A ctx that has already ended does not strand the lock: `defer
+// l.Release(ctx)` with the context the acquire ran under, past its
+// deadline by then, is the common idiom. The release is then sent all the
+// same, under a grace of 5 s of its own (keeping ctx's values), and its
+// result is returned as for a live ctx.
 func (l *Lock) Release(ctx context.Context) error {
 	return l.release(ctx, nil)
 }
@@ -56,6 +62,11 @@ func (l *Lock) Release(ctx context.Context) error {
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
 func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
+	if ctx.Err() != nil { // see Release: a context already ended gets a grace
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+	}
 	h, before, err := l.beginRelease(want)
 	if err != nil {
 		return err

@@ -204,9 +204,9 @@ func failReleases(n *atomic.Int32) commandHook {
 
 // A Release that got no reply (here: never sent) leaves the key as it was;
 // the hold ends as unreachable, not released, and the next Release frees
-// the key, though the Lock took a fresh id meanwhile. The same for a
-// Release whose context had already ended, and for Locker.Unlock, which
-// retries.
+// the key, though the Lock took a fresh id meanwhile. The same for
+// Locker.Unlock, which retries. (A Release whose context had already ended
+// is sent all the same: see TestReleaseWithAnEndedContextIsSent.)
 func TestFailedReleaseCanBeRetried(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
@@ -226,16 +226,6 @@ func TestFailedReleaseCanBeRetried(t *testing.T) {
 		}
 		if err := l.Release(ctx); err != nil || admin.Exists(ctx, l.Key()).Val() != 0 {
 			t.Fatalf("second Release() = %v (key exists %d), want nil and the key gone", err, admin.Exists(ctx, l.Key()).Val())
-		}
-		mustAcquire(t, ctx, l)
-
-		cancelled, cancel := context.WithCancel(ctx)
-		cancel()
-		if err := l.Release(cancelled); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Release(cancelled) = %v, want context.Canceled", err)
-		}
-		if err := l.Release(ctx); err != nil || admin.Exists(ctx, l.Key()).Val() != 0 {
-			t.Fatalf("Release() after a cancelled one = %v (key exists %d), want nil and the key gone", err, admin.Exists(ctx, l.Key()).Val())
 		}
 
 		mu := l.Locker()
@@ -312,4 +302,82 @@ func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
 			t.Fatalf("%s() with a 200 ms context and a giveback pending = %v after %v, want an error within 800 ms", call.name, err, took)
 		}
 	}
+}
+
+// The idiom `defer l.Release(ctx)` with the context the acquire ran under,
+// which has ended by then (past its deadline, or cancelled), releases the
+// lock: the release is sent under a grace of its own, the key is deleted,
+// the waiter is woken, and Release returns nil; the hold ends released,
+// not "Redis did not answer". The same for every primitive's release.
+func TestReleaseWithAnEndedContextIsSent(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	for _, how := range []string{"past its deadline", "cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+			waiter := mustNew(t, s.Client(), "job")
+			var actx context.Context
+			var cancel context.CancelFunc
+			if how == "cancelled" {
+				actx, cancel = context.WithCancel(ctx)
+			} else {
+				actx, cancel = context.WithTimeout(ctx, time.Second)
+			}
+			mustAcquire(t, actx, l)
+			w := acquireAsync(ctx, waiter)
+			waitBlocked(t, admin, 1)
+			if how == "cancelled" {
+				cancel()
+			} else {
+				<-actx.Done()
+			}
+			defer cancel()
+			if err := l.Release(actx); err != nil {
+				t.Fatalf("Release(ended ctx) = %v, want nil: the release sent under its own grace", err)
+			}
+			if err := l.Err(); !errors.Is(err, redislock.ErrReleased) {
+				t.Fatalf("Err() = %v, want ErrReleased", err)
+			}
+			if r := receive(t, w); r.err != nil {
+				t.Fatalf("the waiter's Acquire() = %v, want it woken by the release", r.err)
+			}
+			if owner := admin.Get(ctx, l.Key()).Val(); owner != waiter.ID() {
+				t.Fatalf("key holds %q, want the waiter's id", owner)
+			}
+			if err := waiter.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("semaphore", func(t *testing.T) {
+		sem := mustSemaphore(t, s.Client(), "pool", 1)
+		cctx, cancel := context.WithCancel(ctx)
+		if err := sem.Acquire(cctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := sem.Release(cctx); err != nil {
+			t.Fatalf("Semaphore.Release(ended ctx) = %v, want nil", err)
+		}
+		if n := admin.ZCard(ctx, sem.Key()).Val(); n != 0 {
+			t.Fatalf("%d permits held after the release, want 0", n)
+		}
+	})
+	t.Run("rwmutex", func(t *testing.T) {
+		rw := mustRWMutex(t, s.Client(), "doc")
+		cctx, cancel := context.WithCancel(ctx)
+		if err := rw.Lock(cctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := rw.Unlock(cctx); err != nil {
+			t.Fatalf("RWMutex.Unlock(ended ctx) = %v, want nil", err)
+		}
+		other := mustRWMutex(t, s.Client(), "doc")
+		if err := other.TryLock(ctx); err != nil {
+			t.Fatalf("another writer's TryLock() after the release = %v, want nil", err)
+		}
+		_ = other.Unlock(ctx)
+	})
 }
