@@ -62,11 +62,8 @@ func (l *Lock) Release(ctx context.Context) error {
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
 func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
-	if ctx.Err() != nil { // see Release: a context already ended gets a grace
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-	}
+	ctx, cancel := graceIfEnded(ctx)
+	defer cancel()
 	h, before, err := l.beginRelease(want)
 	if err != nil {
 		return err
@@ -126,6 +123,15 @@ func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 		return l.wrap(err)
 	}
 	return nil
+}
+
+// graceIfEnded returns ctx, or, when ctx has already ended, a context of
+// releaseTimeout that keeps its values (see Release).
+func graceIfEnded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 }
 
 // beginRelease moves l to releasing, from held (the hold want, or any
