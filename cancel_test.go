@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,11 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 
 			const tries = 50
 			var took []time.Duration
+			dialled := func() int64 {
+				n, _ := strconv.ParseInt(infoField(t, admin, "stats", "total_connections_received"), 10, 64)
+				return n
+			}
+			dialledBefore := dialled()
 			for i := range tries {
 				if err := waiter.Settle(ctx); err != nil {
 					t.Fatal(err)
@@ -56,6 +62,14 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 					t.Fatalf("try %d: Acquire() = %v, want ErrLocked and context.Canceled", i, r.err)
 				}
 				took = append(took, r.at.Sub(start))
+			}
+			// A cancel wakes its BLPOP through the wake key: its lane keeps
+			// its connection. Cutting the read instead (see
+			// TestCancelledWaitIsCutWhenItsWakeUpIsStuck) drops it, and the
+			// next wait dials again; a wake-up slower than the cut's 50 ms
+			// may under load, not most.
+			if n := dialled() - dialledBefore; n > tries/2 {
+				t.Fatalf("%d connections dialled over %d cancelled waits; want the wake-ups to keep them", n, tries)
 			}
 			slices.Sort(took)
 			t.Logf("cancel -> Acquire returned, %d tries: p50 %v, p99 (nearest rank: the slowest of 50) %v", tries, took[tries/2-1], took[tries-1])
@@ -158,6 +172,11 @@ func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
 	gate := make(chan struct{})
 	c := s.Client()
+	// Waits run in lane goroutines, as on a cluster (a lane run by its
+	// caller returns only once its BLPOP does: see
+	// TestCancelledWaitIsCutWhenItsWakeUpIsStuck): the caller leaves at
+	// once, and the BLPOP outlives it until the push lands.
+	redislock.SetWaitCut(t, c, -1)
 	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 		for _, cmd := range cmds {
 			if cmd.Name() == "lpush" {
@@ -172,6 +191,57 @@ func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
 			once = true
 			close(gate)
 		}
+	}
+}
+
+// A waiter whose wake-up push does not land (Redis does not answer it)
+// still returns soon after its context ends: its BLPOP's read is cut
+// short, well within its 2 s slice, and Redis drops the BLPOP with the
+// connection. The next release then wakes the next waiter at once: no
+// signal is lost, and nothing is left taken for the waiter that gave up.
+func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	admin := s.Client()
+	holder := mustNew(t, s.Client(), "job") // no expire: 2 s slices
+	mustAcquire(t, ctx, holder)
+	c := s.Client()
+	gate := make(chan struct{})
+	defer close(gate)
+	redislock.AddWaitHook(c, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "lpush" {
+				<-gate // the wake push hangs until the test ends
+			}
+		}
+		return next(ctx, cmds)
+	}))
+	quitter := mustNew(t, c, "job")
+	qctx, cancel := context.WithCancel(ctx)
+	q := acquireAsync(qctx, quitter)
+	waitBlocked(t, admin, 1)
+	cancelled := time.Now()
+	cancel()
+	r := receive(t, q)
+	if !errors.Is(r.err, context.Canceled) || r.at.Sub(cancelled) > time.Second {
+		t.Fatalf("quitter's Acquire() = %v after %v; want Canceled well within the 2 s slice", r.err, r.at.Sub(cancelled))
+	}
+	waitBlocked(t, admin, 0) // the cut connection took its BLPOP with it
+	if err := quitter.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := mustNew(t, s.Client(), "job")
+	w := acquireAsync(ctx, next)
+	waitBlocked(t, admin, 1)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, w); r.err != nil || r.at.Sub(released) > time.Second {
+		t.Fatalf("next waiter: %v after %v; want the lock at once", r.err, r.at.Sub(released))
+	}
+	if owner, _ := next.OwnerID(ctx); owner != next.ID() {
+		t.Fatalf("owner %q, want the next waiter", owner)
 	}
 }
 

@@ -98,9 +98,10 @@
 //
 // # Contexts
 //
-// Every call that talks to Redis takes a context. An Acquire returns as
-// soon as its context ends, whatever the client's options: the wait it
-// sent is finished in the background (see Settle). Without the client
+// Every call that talks to Redis takes a context. An Acquire returns
+// within a round trip of its context's end, whatever the client's options
+// (within 50 ms when Redis does not answer): what its wait took meanwhile
+// is undone in the background (see Settle). Without the client
 // option ContextTimeoutEnabled, go-redis does not interrupt other commands
 // when their context ends; set it so that deadlines bound them.
 //

@@ -64,6 +64,14 @@ func AddWaitHook(client redis.UniversalClient, hook redis.Hook) {
 	}
 }
 
+// SetWaitCut sets how long a cancelled wait of client's gives the wake-up
+// of its BLPOP before it cuts the read short, until the test ends; < 0
+// (set before client's first wait): client's waits run in lane goroutines
+// instead of their callers', as on a cluster.
+func SetWaitCut(t interface{ Cleanup(func()) }, client redis.UniversalClient, d time.Duration) {
+	t.Cleanup(registry.Tune(client, registry.Tuning{Cut: d}))
+}
+
 // RefusesTracking is watch.Refuses: whether err switches the key watch off.
 var RefusesTracking = watch.Refuses
 

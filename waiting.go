@@ -39,24 +39,29 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		return l.pipeWait(ctx, req, in, tk)
 	}
-	if err := wait.Start(ctx, l.client, req); err != nil {
+	ran, err := wait.Run(ctx, l.client, req)
+	if err != nil {
 		return waitResult{err: err}
 	}
 	// The wait and the try after it get all the time the caller gives
 	// (a try after a lost connection is retried as the client is told),
 	// and, once the caller gives up, the cleanup's time to be heard. The
 	// round's outcome is read here when it comes first and needs no more
-	// from Redis (its pipelined try answered), as most do: no goroutine
-	// then stands between the lane and the caller.
+	// from Redis (its pipelined try answered), as most do: then nothing
+	// is left to the background.
 	var round wait.Round
 	arrived := false // round is in
-	select {
-	case round = <-req.Result():
-		if ctx.Err() == nil && settled(round) {
-			return l.afterWait(ctx, round, in, tk)
+	if ran { // the lane ran here: the round is over
+		round, arrived = <-req.Result(), true
+	} else {
+		select {
+		case round = <-req.Result():
+			arrived = true
+		case <-ctx.Done():
 		}
-		arrived = true
-	case <-ctx.Done():
+	}
+	if arrived && ctx.Err() == nil && settled(round) {
+		return l.afterWait(ctx, round, in, tk)
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch := make(chan waitResult, 1)

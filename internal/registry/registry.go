@@ -75,6 +75,7 @@ func Range(kind Kind, f func(k Key, v any) bool) {
 type Tuning struct {
 	Idle     time.Duration // how long a wait runtime outlives its last wait
 	Patience time.Duration // how long a call retries topology replies
+	Cut      time.Duration // how long a cancelled wait's BLPOP has to be woken before its read is cut; < 0: such waits run in lane goroutines
 }
 
 // Tune sets client's tuning; the returned func restores the previous one.

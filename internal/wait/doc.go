@@ -34,6 +34,19 @@
 // lane only takes waiters of one hash tag, and lanes are not capped (one
 // per name with waiters at most, on the node that serves it).
 //
+// A lane that a waiter starts runs in that waiter's goroutine until its
+// round ends (Run, serveFor), and in a goroutine of its own after that if
+// others joined it: under contention most rounds are one waiter's, and a
+// goroutine between the BLPOP's reply and the waiter cost a fifth of the
+// hand-off rate (a wake-up of another thread each way). On a single node
+// each lane has a client and a connection of its own, so that a waiter
+// whose context ends can stop its round: it wakes the BLPOP through the
+// wake key, and if that has not landed within cutAfter (Redis does not
+// answer) it cuts the read short with a past deadline; go-redis drops the
+// connection and the round ends as on a lost one. On a cluster, and on a
+// user's client that has no options, a waiter whose context can end has
+// its lane run by a goroutine, and leaves at once when its context ends.
+//
 // A runtime closes its connections runtimeIdle after its last wait ended;
 // Close closes them at once.
 //

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/registry"
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
@@ -36,6 +38,66 @@ type lane struct {
 	// in the same way, and so on round the lanes, hundreds of times a
 	// second (see TestWaitersBeyondTheLanesDoNotChurn).
 	displaced time.Time
+	inline    *Req     // the waiter whose goroutine runs the lane (see serveFor); nil: none
+	conn      net.Conn // rc's connection (see connOf)
+
+	rc *redis.Client // the lane's own client, one connection; nil: it sends on rt.rc
+}
+
+// cutAfter is how long a lane run in its waiter's goroutine waits, once
+// that waiter's context has ended, for the wake-up of its BLPOP to land
+// before it cuts the read short (see cut).
+const cutAfter = 50 * time.Millisecond
+
+// connOf records the connection of a lane's own client as it is dialled.
+type connOf struct{ ln *lane }
+
+func (h connOf) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			h.ln.rt.mu.Lock()
+			h.ln.conn = c
+			h.ln.rt.mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+func (connOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (connOf) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// sender is what the lane sends its BLPOPs on.
+func (ln *lane) sender() redis.UniversalClient {
+	if ln.rc != nil {
+		return ln.rc
+	}
+	return ln.rt.rc
+}
+
+// cut ends the round of own, the waiter whose goroutine runs the lane,
+// whose context ended: its BLPOP is woken through the wake key (see
+// Req.Abandon), and if it is still in flight cutAfter later (Redis does
+// not answer), its read is cut short. go-redis then drops the connection,
+// and the round ends with the error, as on a connection lost: what it may
+// have taken is given back as for one (see the root's abandonWait).
+func (ln *lane) cut(own *Req) {
+	d := cutAfter
+	if t := registry.TuningOf(ln.rt.key.Client).Cut; t > 0 {
+		d = t
+	}
+	time.AfterFunc(d, func() {
+		rt := ln.rt
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if ln.inline == own && own.sent && ln.conn != nil {
+			_ = ln.conn.SetReadDeadline(time.Now()) // the next read sets its own: see laneOpt
+		}
+	})
+	own.Abandon()
 }
 
 // displacedFor is how long a lane whose solo waiter a newcomer woke sends
@@ -85,26 +147,63 @@ func (ln *lane) push(wake string) {
 // assigned to it.
 func (ln *lane) run() {
 	defer ln.rt.lanes.Done()
-	for {
-		batch, solo, ctl, d := ln.next()
-		if batch == nil {
+	for ln.serve() {
+	}
+}
+
+// serve runs one BLPOP of the lane and hands its outcomes over. It
+// reports false when the lane had no waiter left, and stopped.
+func (ln *lane) serve() bool {
+	batch, solo, ctl, d := ln.next()
+	if batch == nil {
+		return false
+	}
+	pop, try := ln.block(batch, solo, ctl, d)
+	var culprits map[string]bool
+	if len(batch) > 1 && topology.IsReply(pop.Err()) && !topology.Is(pop.Err()) {
+		culprits = ln.culprits(batch)
+	}
+	ended, stale := ln.finish(solo, ctl, pop, try, culprits)
+	if stale {
+		ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
+		_ = ln.rt.rc.Del(ctx, ctl).Err()
+		cancel()
+	}
+	for _, e := range ended {
+		e.req.res <- e.round
+	}
+	return true
+}
+
+// serveFor runs the lane in the caller's goroutine, instead of a
+// goroutine of its own, until own's round ends (see On); then it hands the
+// lane to a goroutine if it has other waiters, or stops it.
+func (ln *lane) serveFor(own *Req) {
+	rt := ln.rt
+	rt.mu.Lock()
+	ln.inline = own
+	rt.mu.Unlock()
+	defer func() {
+		rt.mu.Lock()
+		ln.inline = nil
+		rt.mu.Unlock()
+	}()
+	for len(own.res) == 0 { // own's outcome is read once this returns
+		if !ln.serve() {
+			rt.lanes.Done()
 			return
 		}
-		pop, try := ln.block(batch, solo, ctl, d)
-		var culprits map[string]bool
-		if len(batch) > 1 && topology.IsReply(pop.Err()) && !topology.Is(pop.Err()) {
-			culprits = ln.culprits(batch)
-		}
-		ended, stale := ln.finish(solo, ctl, pop, try, culprits)
-		if stale {
-			ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
-			_ = ln.rt.rc.Del(ctx, ctl).Err()
-			cancel()
-		}
-		for _, e := range ended {
-			e.req.res <- e.round
-		}
 	}
+	rt.mu.Lock()
+	if len(ln.reqs) > 0 { // their next round ends them at once when closed
+		rt.mu.Unlock()
+		go ln.run()
+		return
+	}
+	ln.running = false
+	rt.laneStoppedLocked()
+	rt.mu.Unlock()
+	rt.lanes.Done()
 }
 
 // culprits returns the signal keys of batch that are not lists (nor
@@ -143,7 +242,7 @@ type ending struct {
 
 // next returns the waiters of the lane's next BLPOP (solo: the one whose
 // try goes behind it, if any), its wake key and its timeout; a nil batch
-// when the lane has no waiter left, and its goroutine is to exit.
+// when the lane has no waiter left: it stops then.
 func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 	rt := ln.rt
 	rt.mu.Lock()
@@ -187,15 +286,19 @@ func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 // try behind it, and waits for the replies.
 func (ln *lane) block(batch []*Req, solo *Req, ctl string, d time.Duration) (pop, try *redis.Cmd) {
 	d = max(d, MinSlice)
-	ctx, cancel := context.WithTimeout(context.Background(), d+pushTimeout)
-	defer cancel()
+	ctx := context.Background()
+	if !ln.rt.readsAlone {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d+pushTimeout)
+		defer cancel()
+	}
 	args := make([]any, 0, len(batch)+3)
 	args = append(args, "BLPOP")
 	for _, r := range batch {
 		args = append(args, r.signal)
 	}
 	args = append(args, ctl, formatSeconds(d))
-	pipe := ln.rt.rc.Pipeline()
+	pipe := ln.sender().Pipeline()
 	pop = pipe.Do(ctx, args...)
 	cmds := []*redis.Cmd{pop}
 	if solo != nil {

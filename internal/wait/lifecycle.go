@@ -2,6 +2,7 @@ package wait
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -152,6 +153,14 @@ func (rt *waitRuntime) shut() {
 	}
 	if rt.own != nil {
 		_ = rt.own.Close() // a BLPOP in flight fails at once
+	}
+	rt.mu.Lock()
+	lanes := slices.Clone(rt.all)
+	rt.mu.Unlock()
+	for _, ln := range lanes {
+		if ln.rc != nil {
+			_ = ln.rc.Close()
+		}
 	}
 	rt.lanes.Wait()
 }

@@ -62,6 +62,16 @@ type waitRuntime struct {
 	own     *redis.Client         // rc, when it is the runtime's own; nil: the user's client (see runtimeFor)
 	share   bool                  // several waiters may share a lane
 	cluster bool                  // lanes share by hash tag and are not capped
+	// readsAlone: rc is own, which sets its read deadlines from its
+	// command timeouts alone (no ContextTimeoutEnabled), so a BLPOP is
+	// sent without a context deadline: it would change nothing, and cost
+	// a timer for every round.
+	readsAlone bool
+	// laneOpt, when not nil, is what each lane's own client is made from
+	// (see lane.rc): a connection of its own, whose read a lane run in
+	// its caller's goroutine can cut short (see lane.cut). Nil on a
+	// cluster and on the user's client: lanes send on rc.
+	laneOpt *redis.Options
 	// sentinel: the user's client is go-redis's Sentinel failover
 	// client. After a failover the runtime's connections stay on the old
 	// master until the Sentinels reconfigure it (seconds later), where
@@ -124,8 +134,13 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 		if rt.sentinel {
 			rt.pin = topology.NewPin(&opt)
 		}
+		if !cluster && opt.ReadTimeout >= 0 && registry.TuningOf(client).Cut >= 0 { // go-redis sets every read's deadline: a cut one is not left behind
+			lo := opt // before NewClient, which fills in opt's defaults (MaxRetries -1 becomes 0: 3 for a second NewClient)
+			lo.PoolSize = 1
+			rt.laneOpt = &lo
+		}
 		rt.own = redis.NewClient(&opt)
-		rt.rc, rt.share = rt.own, true
+		rt.rc, rt.share, rt.readsAlone = rt.own, true, !opt.ContextTimeoutEnabled
 	}
 	check := rt.sentinel && rt.own != nil
 	if check {
@@ -195,28 +210,42 @@ func NewReq(signal string, d time.Duration, try []any) *Req {
 	return &Req{signal: signal, until: time.Now().Add(max(d, MinSlice)), try: try, res: make(chan Round, 1)}
 }
 
-// On runs req on the runtime of client for key and returns its outcome.
-// It returns early only when the runtime cannot be had (a cluster whose
-// slot map cannot be loaded).
+// On runs req on the runtime of client for key and returns its outcome
+// (see Run). It returns early only when the runtime cannot be had (a
+// cluster whose slot map cannot be loaded).
 func On(ctx context.Context, client redis.UniversalClient, req *Req) (Round, error) {
-	if err := Start(ctx, client, req); err != nil {
+	if _, err := Run(ctx, client, req); err != nil {
 		return Round{}, err
 	}
 	return <-req.res, nil
 }
 
-// Start is On without the wait for the outcome: it hands req to a lane of
-// the runtime of client for key. The outcome comes on req.Result.
-func Start(ctx context.Context, client redis.UniversalClient, req *Req) error {
+// Run hands req to a lane of the runtime of client for key; its outcome
+// comes on req.Result. When req starts a lane, the lane runs in the
+// caller's goroutine until req's round ends, and Run reports true (ran):
+// the outcome is there when it returns, and no goroutine stood between the
+// BLPOP's reply and the caller. If ctx ends first, the BLPOP is woken
+// through its wake key (see Req.Abandon) and, should that not land within
+// cutAfter, its read is cut short (see lane.cut): Run returns soon after
+// ctx ends even when Redis does not answer. A lane that cannot be cut (on
+// a cluster) runs in a goroutine of its own for a ctx that can end.
+func Run(ctx context.Context, client redis.UniversalClient, req *Req) (ran bool, err error) {
 	for {
 		rt, err := runtimeFor(ctx, client, req.signal)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if err := rt.enqueue(req); errors.Is(err, errRuntimeClosed) {
+		ln, err := rt.enqueue(req, ctx.Done() == nil || rt.laneOpt != nil)
+		if errors.Is(err, errRuntimeClosed) {
 			continue
 		}
-		return nil
+		if ln == nil {
+			return false, nil
+		}
+		stop := context.AfterFunc(ctx, func() { ln.cut(req) })
+		ln.serveFor(req)
+		stop()
+		return true, nil
 	}
 }
 
@@ -236,17 +265,17 @@ func Own(ctx context.Context, client redis.UniversalClient, key string) (redis.S
 
 // enqueue assigns req to a lane, starting the lane's goroutine or waking
 // its BLPOP so that it takes req in.
-func (rt *waitRuntime) enqueue(req *Req) error {
+func (rt *waitRuntime) enqueue(req *Req, inline bool) (*lane, error) {
 	rt.mu.Lock()
 	if rt.closed || rt.retired {
 		rt.mu.Unlock()
-		return errRuntimeClosed
+		return nil, errRuntimeClosed
 	}
 	req.rt.Store(rt)
 	if req.gone.Load() { // given up before it found its lane
 		rt.mu.Unlock()
 		req.res <- Round{Gone: true}
-		return nil
+		return nil, nil
 	}
 	ln := rt.pickLocked(req)
 	req.lane = ln
@@ -259,11 +288,14 @@ func (rt *waitRuntime) enqueue(req *Req) error {
 	}
 	wake := ln.wakeLocked()
 	rt.mu.Unlock()
+	ln.push(wake)
+	if start && inline {
+		return ln, nil
+	}
 	if start {
 		go ln.run()
 	}
-	ln.push(wake)
-	return nil
+	return nil, nil
 }
 
 // pickLocked returns the lane req is to wait on: an idle lane; else a new
@@ -285,6 +317,13 @@ func (rt *waitRuntime) pickLocked(req *Req) *lane {
 		return solo
 	case !rt.share || rt.cluster || len(rt.all) < maxLanes:
 		ln := &lane{rt: rt, wake: ":wake:" + uuid.NewString(), tag: tag}
+		if rt.laneOpt != nil {
+			ln.rc = redis.NewClient(rt.laneOpt)
+			ln.rc.AddHook(connOf{ln})
+			for _, h := range rt.hooks {
+				ln.rc.AddHook(h)
+			}
+		}
 		rt.all = append(rt.all, ln)
 		return ln
 	case shared != nil:

@@ -46,6 +46,11 @@ func AddHook(client redis.UniversalClient, hook redis.Hook) error {
 	if rt.own != nil {
 		rt.own.AddHook(hook)
 	}
+	for _, ln := range rt.all {
+		if ln.rc != nil {
+			ln.rc.AddHook(hook)
+		}
+	}
 	return nil
 }
 
