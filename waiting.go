@@ -49,17 +49,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 	// round's outcome is read here when it comes first and needs no more
 	// from Redis (its pipelined try answered), as most do: then nothing
 	// is left to the background.
-	var round wait.Round
-	arrived := false // round is in
-	if ran { // the lane ran here: the round is over
-		round, arrived = <-req.Result(), true
-	} else {
-		select {
-		case round = <-req.Result():
-			arrived = true
-		case <-ctx.Done():
-		}
-	}
+	round, arrived := firstRound(ctx, ran, req)
 	if arrived && ctx.Err() == nil && settled(round) {
 		return l.afterWait(ctx, round, in, tk)
 	}
@@ -92,6 +82,20 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 	}
 	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, tk)
 	return waitResult{err: ctx.Err()}
+}
+
+// firstRound returns req's round, when it is in (arrived) before ctx
+// ends: at once when its lane ran in the caller's goroutine (ran).
+func firstRound(ctx context.Context, ran bool, req *wait.Req) (round wait.Round, arrived bool) {
+	if ran { // the round is over
+		return <-req.Result(), true
+	}
+	select {
+	case round = <-req.Result():
+		return round, true
+	case <-ctx.Done():
+		return round, false
+	}
 }
 
 // waitResult is what one wait and the try after it came to.

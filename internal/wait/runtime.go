@@ -130,17 +130,7 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 	}
 	rt := &waitRuntime{key: k, rc: client, cluster: cluster, sentinel: opt.Addr == topology.FailoverAddr}
 	if opt.Addr != "" || opt.Dialer != nil {
-		ownPool(&opt, cluster)
-		if rt.sentinel {
-			rt.pin = topology.NewPin(&opt)
-		}
-		if !cluster && opt.ReadTimeout >= 0 && registry.TuningOf(client).Cut >= 0 { // go-redis sets every read's deadline: a cut one is not left behind
-			lo := opt // before NewClient, which fills in opt's defaults (MaxRetries -1 becomes 0: 3 for a second NewClient)
-			lo.PoolSize = 1
-			rt.laneOpt = &lo
-		}
-		rt.own = redis.NewClient(&opt)
-		rt.rc, rt.share, rt.readsAlone = rt.own, true, !opt.ContextTimeoutEnabled
+		rt.ownClients(opt)
 	}
 	check := rt.sentinel && rt.own != nil
 	if check {
@@ -156,6 +146,25 @@ func runtimeFor(ctx context.Context, client redis.UniversalClient, key string) (
 		go rt.checkMaster()
 	}
 	return v.(*waitRuntime), nil
+}
+
+// ownClients makes rt's own client from opt, the options of the user's
+// client, and the options of its lanes' clients where they have their own
+// (see laneOpt).
+func (rt *waitRuntime) ownClients(opt redis.Options) {
+	ownPool(&opt, rt.cluster)
+	if rt.sentinel {
+		rt.pin = topology.NewPin(&opt)
+	}
+	// go-redis sets every read's deadline (ReadTimeout >= 0): a cut one
+	// is not left behind for the next read.
+	if !rt.cluster && opt.ReadTimeout >= 0 && registry.TuningOf(rt.key.Client).Cut >= 0 {
+		lo := opt // before NewClient, which fills in opt's defaults (MaxRetries -1 becomes 0: 3 for a second NewClient)
+		lo.PoolSize = 1
+		rt.laneOpt = &lo
+	}
+	rt.own = redis.NewClient(&opt)
+	rt.rc, rt.share, rt.readsAlone = rt.own, true, !opt.ContextTimeoutEnabled
 }
 
 // ownPool sets the pool options of a runtime's own client, whatever the
