@@ -268,7 +268,11 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 		if err := holder.Release(ctx); err != nil { // wakes the abandoned BLPOP, whose try wins
 			t.Fatal(err)
 		}
+		deadline := time.Now().Add(10 * time.Second)
 		for owner, _ := holder.OwnerID(ctx); owner != quitter.ID(); owner, _ = holder.OwnerID(ctx) {
+			if time.Now().After(deadline) {
+				t.Fatalf("owner %q 10s after the release; want the abandoned try's (%q)", owner, quitter.ID())
+			}
 			time.Sleep(time.Millisecond)
 		}
 		next := mustNew(t, s.Client(), "job")
@@ -407,6 +411,7 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	c := s.Client()
+	redislock.SetWaitCut(t, c, -1) // as gateWake: the held push is slow, not lost
 	var armed atomic.Bool
 	gate, popped := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -42,7 +42,8 @@
 // each lane has a client and a connection of its own, so that a waiter
 // whose context ends can stop its round: it wakes the BLPOP through the
 // wake key, and if that has not landed within cutAfter (Redis does not
-// answer) it cuts the read short with a past deadline; go-redis drops the
+// answer) it cuts the read short with a past deadline, when no other
+// waiter shares the BLPOP (beyond maxLanes waiters on one client); go-redis drops the
 // connection and the round ends as on a lost one. On a cluster, and on a
 // user's client that has no options, a waiter whose context can end has
 // its lane run by a goroutine, and leaves at once when its context ends.

@@ -93,7 +93,8 @@ func (ln *lane) cut(own *Req) {
 		rt := ln.rt
 		rt.mu.Lock()
 		defer rt.mu.Unlock()
-		if ln.inline == own && own.sent && ln.conn != nil {
+		// Alone in the BLPOP: a cut would fail the others' rounds too.
+		if ln.inline == own && own.sent && len(ln.reqs) == 1 && ln.conn != nil {
 			_ = ln.conn.SetReadDeadline(time.Now()) // the next read sets its own: see laneOpt
 		}
 	})

@@ -327,7 +327,8 @@ func (rt *waitRuntime) pickLocked(req *Req) *lane {
 	case !rt.share || rt.cluster || len(rt.all) < maxLanes:
 		ln := &lane{rt: rt, wake: ":wake:" + uuid.NewString(), tag: tag}
 		if rt.laneOpt != nil {
-			ln.rc = redis.NewClient(rt.laneOpt)
+			lo := *rt.laneOpt // a copy each: go-redis keeps, and fills in, the options it is given
+			ln.rc = redis.NewClient(&lo)
 			ln.rc.AddHook(connOf{ln})
 			for _, h := range rt.hooks {
 				ln.rc.AddHook(h)
