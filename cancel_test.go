@@ -226,7 +226,13 @@ func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) || r.at.Sub(cancelled) > time.Second {
 		t.Fatalf("quitter's Acquire() = %v after %v; want Canceled well within the 2 s slice", r.err, r.at.Sub(cancelled))
 	}
-	waitBlocked(t, admin, 0) // the cut connection took its BLPOP with it
+	// The cut connection took its BLPOP with it (waitBlocked only waits
+	// for at least n blocked clients).
+	for deadline := time.Now().Add(10 * time.Second); blockedClients(t, admin) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients still blocked 10s after the cut; want the quitter's BLPOP gone", blockedClients(t, admin))
+		}
+	}
 	if err := quitter.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
