@@ -288,7 +288,7 @@ func (ln *lane) next() (batch []*Req, solo *Req, ctl string, d time.Duration) {
 func (ln *lane) block(batch []*Req, solo *Req, ctl string, d time.Duration) (pop, try *redis.Cmd) {
 	d = max(d, MinSlice)
 	ctx := context.Background()
-	if !ln.rt.readsAlone {
+	if ln.rc == nil && !ln.rt.readsAlone {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d+pushTimeout)
 		defer cancel()

@@ -66,7 +66,10 @@ func Join(client redis.UniversalClient, key string) *Ticket {
 		return t
 	}
 	for {
-		v, _ := registry.LoadOrStore(qk, &Queue{qk: qk, shut: make(chan struct{})})
+		v, ok := registry.Load(qk) // a new Queue only when there is none: most waits find one
+		if !ok {
+			v, _ = registry.LoadOrStore(qk, &Queue{qk: qk, shut: make(chan struct{})})
+		}
 		q := v.(*Queue)
 		q.mu.Lock()
 		if q.dead {

@@ -65,7 +65,7 @@ type waitRuntime struct {
 	// readsAlone: rc is own, which sets its read deadlines from its
 	// command timeouts alone (no ContextTimeoutEnabled), so a BLPOP is
 	// sent without a context deadline: it would change nothing, and cost
-	// a timer for every round.
+	// a timer for every round. Lanes' own clients always read alone.
 	readsAlone bool
 	// laneOpt, when not nil, is what each lane's own client is made from
 	// (see lane.rc): a connection of its own, whose read a lane run in
@@ -161,6 +161,9 @@ func (rt *waitRuntime) ownClients(opt redis.Options) {
 	if !rt.cluster && opt.ReadTimeout >= 0 && registry.TuningOf(rt.key.Client).Cut >= 0 {
 		lo := opt // before NewClient, which fills in opt's defaults (MaxRetries -1 becomes 0: 3 for a second NewClient)
 		lo.PoolSize = 1
+		// Read deadlines from ReadTimeout alone, which slices stay well
+		// within (see the root's maxSliceFor): no context timer per round.
+		lo.ContextTimeoutEnabled = false
 		rt.laneOpt = &lo
 	}
 	rt.own = redis.NewClient(&opt)
