@@ -18,8 +18,8 @@ import (
 // returns when the winning try was sent and the fencing token it got, or
 // why there was none.
 func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireResult, error) {
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, acquireResult{}, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	if err := ctx.Err(); err != nil { // nothing asked, nothing known: not ErrLocked
+		return time.Time{}, acquireResult{}, l.wrap(fmt.Errorf("acquire: %w", err))
 	}
 	a := &attempt{l: l, blocking: blocking}
 	if blocking && l.reg.joinsFirst() {
@@ -60,6 +60,7 @@ type attempt struct {
 	terr       error         // its error
 	popped     bool          // the last BLPOP took a wake-up signal
 	registered bool          // a busy try registered us as waiting (see registration)
+	busy       bool          // Redis answered "held" to a try of this attempt
 	pause      time.Duration // between waits while the slot migrates
 }
 
@@ -97,6 +98,9 @@ func (a *attempt) try(ctx context.Context) {
 // error (nil: acquired). errRedisFailed stands for the try's own error,
 // which fail turns into Acquire's.
 func (a *attempt) result() (done bool, err error) {
+	if a.terr == nil && a.res.status == wire.Busy {
+		a.busy = true
+	}
 	switch {
 	case a.terr != nil:
 		return true, errTryFailed
@@ -120,7 +124,7 @@ var errTryFailed = errors.New("redislock: the try failed")
 // core.fail, or err.
 func (a *attempt) fail(ctx context.Context, err error) error {
 	if errors.Is(err, errTryFailed) {
-		return a.l.fail(ctx, a.terr, a.popped)
+		return a.l.fail(ctx, a.terr, a.popped, a.busy)
 	}
 	return err
 }

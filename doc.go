@@ -6,7 +6,7 @@
 //
 //	l, err := redislock.New(client, "reports", redislock.WithExpire(30*time.Second))
 //	if err != nil { ... }                 // bad arguments only; nothing was sent
-//	if err := l.Acquire(ctx); err != nil { ... } // ErrLocked + ctx error when ctx ends
+//	if err := l.Acquire(ctx); err != nil { ... } // ErrLocked + ctx error when ctx ends while held elsewhere; ErrUnreachable when Redis does not answer
 //	defer l.Release(context.WithoutCancel(ctx))
 //
 // TryAcquire takes the lock only if it is free. Extend pushes the expire

@@ -12,11 +12,12 @@ import (
 // exceptions; compare with errors.Is, never with ==, since every call wraps
 // them with the lock's name.
 var (
-	// ErrLocked is returned by TryAcquire when another owner holds the lock,
-	// and by Acquire when its context ends while it waits. In the second case
-	// the error also matches the context's error (context.DeadlineExceeded
-	// or context.Canceled) under errors.Is. Python returns False from
-	// acquire in both cases.
+	// ErrLocked says that Redis answered that another owner holds the
+	// lock: TryAcquire found it held, or Acquire heard so and its context
+	// ended while it waited (the error then also matches the context's
+	// error, context.DeadlineExceeded or context.Canceled, under
+	// errors.Is). It is never returned when Redis did not answer: that is
+	// ErrUnreachable. Python returns False from acquire in both cases.
 	ErrLocked = errors.New("redislock: lock is held by another owner")
 
 	// ErrNotAcquired is returned by Release and Extend when the lock key is
@@ -72,11 +73,16 @@ var (
 	// key is left untouched.
 	ErrTakenOver = hold.ErrTakenOver
 
-	// ErrUnreachable is the reason of a loss when Redis did not answer in
-	// time: no renewal succeeded before the expire ran out (it wraps the
-	// last Redis error), or a Release got no reply, or could not be sent
-	// before its context ended (the key may then still hold this Lock's id
-	// until it expires or a later Release is answered).
+	// ErrUnreachable is returned by Acquire and TryAcquire (and the
+	// Semaphore's and RWMutex's) when Redis did not answer a try: the
+	// connection was refused, lost or timed out, or the context ended
+	// before any answer (the error then matches the context's error too,
+	// and wraps the last Redis error). It is also the reason of a loss when
+	// Redis did not answer in time: no renewal succeeded before the expire
+	// ran out (it wraps the last Redis error), or a Release got no reply,
+	// or could not be sent before its context ended (the key may then
+	// still hold this Lock's id until it expires or a later Release is
+	// answered).
 	ErrUnreachable = hold.ErrUnreachable
 
 	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the

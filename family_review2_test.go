@@ -61,7 +61,9 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 	ctx := ctxT(t)
 	s, shared, w1 := behindWriter(t, ctx, 25*time.Millisecond)
 	a, b := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
-	actx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	// Long enough for A's first try (a connection to dial, a script to
+	// load, at 50 ms a round trip) to hear "held": ErrLocked says it did.
+	actx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
 	if err := a.RLock(actx); !errors.Is(err, redislock.ErrLocked) {
 		t.Fatalf("A's RLock = %v", err)
 	}

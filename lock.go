@@ -99,8 +99,11 @@ func (l *Lock) Key() string { return l.keys[0] }
 //
 // While it waits it sleeps in BLPOP on the lock's signal list, so a release
 // wakes it at once and a holder that died wakes it when its key expires. If
-// ctx ends first, the error matches both ErrLocked and ctx's error under
-// errors.Is, and the lock was not taken. It returns ErrAlreadyAcquired,
+// ctx ends while it waits for another owner, the error matches both
+// ErrLocked and ctx's error under errors.Is, and the lock was not taken.
+// When Redis does not answer (it is down, or ctx ends before any answer)
+// the error matches ErrUnreachable, never ErrLocked; a ctx that has ended
+// before the call gives its error alone, with nothing sent. It returns ErrAlreadyAcquired,
 // without sending anything, if this Lock holds the lock or is acquiring it
 // in another goroutine, and ErrAlreadyAcquired too if the key already holds
 // this Lock's caller-given id (WithID). A Redis error is returned wrapped,
@@ -176,8 +179,8 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 // release what we are about to take) and starts its hold: its renewal,
 // its watch.
 func (l *core) take(ctx context.Context, blocking bool) (*hold.Hold, error) {
-	if err := l.cleanups.Wait(ctx); err != nil {
-		return nil, l.wrap(fmt.Errorf("%w: %w", ErrLocked, err))
+	if err := l.cleanups.Wait(ctx); err != nil { // our own cleanup, not another owner
+		return nil, l.wrap(fmt.Errorf("acquire: %w", err))
 	}
 	sent, won, err := l.acquire(ctx, blocking)
 	if err != nil {

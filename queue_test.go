@@ -89,6 +89,8 @@ func TestLocalQueueLeavers(t *testing.T) {
 	midCtx, cancelMid := context.WithCancel(ctx)
 	mid := acquireAsync(midCtx, mustNew(t, shared, "job"))
 	last := acquireAsync(ctx, mustNew(t, shared, "job"))
+	// mid and last heard "held" and queued behind the head.
+	within(t, 10*time.Second, "mid and last queue behind the head", func() bool { return redislock.QueuedWaiters() == 3 })
 
 	cancelMid() // a queued waiter gives up at once
 	if r := receive(t, mid); !errors.Is(r.err, redislock.ErrLocked) || !errors.Is(r.err, context.Canceled) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"time"
@@ -203,16 +205,44 @@ func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 // context of its own, undoes both. It runs even under OOM: its first
 // write is a DEL, after which Redis lets a script's writes through. With
 // ErrNotReplicated the acquire already released what it took, waking the
-// next waiter.
-func (l *core) fail(ctx context.Context, err error, popped bool) error {
+// next waiter. busy says that Redis answered "held" earlier in the
+// attempt: a try cut short by ctx's end then ends it as a wait would,
+// with ErrLocked.
+func (l *core) fail(ctx context.Context, err error, popped, busy bool) error {
 	if (popped || !topology.IsReply(err)) && !errors.Is(err, ErrNotReplicated) {
 		l.ev.gaveBack(ctx, l.info(l.ownerID()), err)
 		l.giveBack(ctx)
 	}
-	if cerr := ctx.Err(); cerr != nil {
+	cerr := ctx.Err()
+	if busy && cerr != nil && unanswered(err) {
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, cerr))
 	}
-	return l.wrap(fmt.Errorf("acquire: %w", err))
+	return l.wrap(acquireErr(cerr, err))
+}
+
+// acquireErr is the error of an acquire whose try failed with err, ctx's
+// error being cerr: never ErrLocked, which says that Redis answered
+// "held". A try Redis did not answer (a connection refused, lost or timed
+// out, or ctx ended first) matches ErrUnreachable, with ctx's error and
+// the try's own, once each; an error reply, or one of the package's own
+// errors, is returned as it is.
+func acquireErr(cerr, err error) error {
+	switch {
+	case !unanswered(err):
+		return fmt.Errorf("acquire: %w", err)
+	case cerr == nil || errors.Is(err, cerr):
+		return fmt.Errorf("acquire: %w: %w", ErrUnreachable, err)
+	}
+	return fmt.Errorf("acquire: %w: %w (last error: %w)", ErrUnreachable, cerr, err)
+}
+
+// unanswered reports whether err says that Redis did not answer: the
+// connection failed, was closed by the server or timed out, or the
+// context ended first.
+func unanswered(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // giveBack releases the lock if it holds our random id and pushes the

@@ -1,0 +1,96 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
+)
+
+// Busy and down are told apart: ErrLocked only when Redis answered that
+// another owner holds the lock, ErrUnreachable when it did not answer. A
+// cron job that skips its run on ErrLocked must not skip silently through
+// an outage.
+func TestBusyAndDownAreToldApart(t *testing.T) {
+	ctx := ctxT(t)
+	check := func(t *testing.T, what string, err error, want, not error, alsoCtx bool) {
+		t.Helper()
+		if !errors.Is(err, want) || errors.Is(err, not) || (alsoCtx && !errors.Is(err, context.DeadlineExceeded)) {
+			t.Fatalf("%s = %v; want %v (and the deadline: %v), not %v", what, err, want, alsoCtx, not)
+		}
+	}
+
+	t.Run("down", func(t *testing.T) {
+		// Nothing listens on loopback port 1: every dial is refused.
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		l := mustNew(t, c, "job")
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		check(t, "TryAcquire with Redis down", l.TryAcquire(tctx), redislock.ErrUnreachable, redislock.ErrLocked, false)
+		// Refused at once: the deadline plays no part (a deadline that ends
+		// before any answer is TestBlackholeDeadline's).
+		check(t, "Acquire with Redis down", l.Acquire(tctx), redislock.ErrUnreachable, redislock.ErrLocked, false)
+		sem, err := redislock.NewSemaphore(c, "pool", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, "Semaphore.TryAcquire with Redis down", sem.TryAcquire(tctx), redislock.ErrUnreachable, redislock.ErrLocked, false)
+		ran := false
+		err = l.TryDo(tctx, func(context.Context) error { ran = true; return nil })
+		check(t, "TryDo with Redis down", err, redislock.ErrUnreachable, redislock.ErrLocked, false)
+		if ran {
+			t.Fatal("TryDo ran fn without the lock")
+		}
+	})
+
+	t.Run("busy", func(t *testing.T) {
+		s := redistest.Start(t)
+		mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
+		l := mustNew(t, s.Client(), "job")
+		check(t, "TryAcquire on a held lock", l.TryAcquire(ctx), redislock.ErrLocked, redislock.ErrUnreachable, false)
+		dctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer cancel()
+		check(t, "Acquire(150 ms) on a held lock", l.Acquire(dctx), redislock.ErrLocked, redislock.ErrUnreachable, true)
+	})
+
+	t.Run("ended-context", func(t *testing.T) {
+		// A context that has ended before the call: nothing is asked,
+		// nothing is known of the lock (free here) and nothing is sent.
+		s := redistest.Start(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for name, try := range map[string]func(*redislock.Lock) error{
+			"Acquire":    func(l *redislock.Lock) error { return l.Acquire(cctx) },
+			"TryAcquire": func(l *redislock.Lock) error { return l.TryAcquire(cctx) },
+		} {
+			err := try(mustNew(t, s.Client(), "job"))
+			if !errors.Is(err, context.Canceled) || errors.Is(err, redislock.ErrLocked) || errors.Is(err, redislock.ErrUnreachable) {
+				t.Fatalf("%s(cancelled) on a free lock = %v, want Canceled alone", name, err)
+			}
+		}
+		if n := s.Client().Exists(ctx, "lock:job").Val(); n != 0 {
+			t.Fatalf("lock:job exists after calls with an ended context")
+		}
+	})
+
+	t.Run("busy-then-down", func(t *testing.T) {
+		// A waiter heard "held" and waits; then Redis goes away. Its
+		// Acquire ends with the outage, not with ErrLocked.
+		s := redistest.Start(t)
+		p := proxyTo(t, s)
+		mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
+		c := clientVia(t, p, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		waiter := mustNew(t, c, "job")
+		got := acquireAsync(ctx, waiter)
+		waitBlocked(t, s.Client(), 1)
+		p.Close()
+		r := receive(t, got)
+		check(t, "Acquire when Redis goes away during the wait", r.err, redislock.ErrUnreachable, redislock.ErrLocked, false)
+	})
+}
