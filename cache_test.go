@@ -442,6 +442,7 @@ func TestCacheBadInput(t *testing.T) {
 // computes and stores meanwhile; when the stopped one resumes, its late
 // value is not stored, and it reports the loss.
 func TestCacheStoppedComputerStoresNothing(t *testing.T) {
+	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()

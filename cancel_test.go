@@ -614,6 +614,7 @@ func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
 // waiting on the runtime's connections until its context ends. (Found by
 // review: it waited out its 30 s context.)
 func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
+	t.Parallel()
 	_, _, _, c, gone := closingWaiter(t, ctxT(t))
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -634,6 +635,7 @@ func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
 // (which kept the waiting writer out) are taken back on the runtime's
 // connections, as what their tries took is (found by review).
 func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
+	t.Parallel()
 	t.Run("a writer", func(t *testing.T) {
 		s := redistest.Start(t)
 		ctx := ctxT(t)

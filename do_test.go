@@ -16,6 +16,7 @@ import (
 // report the loss. The broken variant (G1 calls Release itself, as Do did
 // before) must delete G2's key, which the same check catches.
 func TestDoReleasesOnlyItsOwnHold(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		broken bool

@@ -161,6 +161,7 @@ func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
 // ContextTimeoutEnabled, and within the client's read timeout + 300 ms
 // without (go-redis then ignores the deadline while it reads).
 func TestBlackholeDeadline(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		opts  func(*redis.Options)

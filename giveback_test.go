@@ -32,6 +32,7 @@ var dropGiveback = commandHook(func(ctx context.Context, cmd redis.Cmder, next r
 // queued behind it (a raw BLPOP on the signal list) is woken. Without the
 // giveback (the broken variant) it sleeps on.
 func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		broken bool

@@ -238,6 +238,7 @@ func historyOf(t *testing.T, mk func(client *redis.Client) mutex) []porcupine.Op
 // faults left unknown and blocking acquires that succeeded, or it did not
 // test what it claims.
 func TestLinearizable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("records and checks histories under faults")
 	}

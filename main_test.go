@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -21,6 +22,13 @@ func TestMain(m *testing.M) {
 	// go-redis's log is a variable it reads unsynchronised: set it once,
 	// before any client runs (see captureGoRedisLog).
 	redis.SetLogger(goRedisLog)
+	// The long tests (failovers, expiries, processes) mostly wait on their
+	// own servers and run in parallel: four at a time unless -parallel says
+	// otherwise (its default, GOMAXPROCS, is 2 here).
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", "4")
+	}
 	os.Exit(leakcheck.Run(m))
 }
 
@@ -33,4 +41,11 @@ func verifyNoLeaks(t *testing.T, before goleak.Option) {
 	if err := leakcheck.Find(before); err != nil {
 		t.Error(err)
 	}
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -14,6 +14,7 @@ import (
 // margin of 0 (the broken variant, the behaviour before margins) the key
 // is at its last milliseconds or gone.
 func TestDoneFiresTheMarginBeforeTheKeyExpires(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		margin time.Duration
@@ -42,6 +43,7 @@ func TestDoneFiresTheMarginBeforeTheKeyExpires(t *testing.T) {
 // key can expire, and renewals come early enough that a healthy hold with
 // a large margin is never lost.
 func TestMarginWithRenewal(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

@@ -95,6 +95,7 @@ func (p pyLock) release(ctx context.Context) int64 {
 // goes on until then. (It used to report the loss at its own expire, and
 // its Release then deleted the key Python had extended.)
 func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	// The read starts half the margin before the local deadline, at most
@@ -165,6 +166,7 @@ func TestDeadlineReadSeesTakeover(t *testing.T) {
 // own timeout. Go waiters wake at the expiry (their BLPOP slice is capped
 // by the holder's TTL).
 func TestPythonWaitersSleepThroughACrashedHoldersExpiry(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	crashed := s.Client()
@@ -280,6 +282,7 @@ func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 // the Go waiter is not woken and takes the lock only at the end of its
 // BLPOP slice.
 func TestPythonResetAllSignalsTheWrongListForAnotherPrefix(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	prefix := redislock.WithKeyPrefix("lock:app:")
@@ -445,6 +448,7 @@ func TestWaitAfterHandOffEndsWithTheTurn(t *testing.T) {
 // before anyone else can take the key. (Found by review: with a default
 // client the read kept the hold open 2.8 s past the key.)
 func TestDeadlineReadKeepsTheMargin(t *testing.T) {
+	t.Parallel()
 	for _, cte := range []bool{true, false} {
 		for _, renew := range []bool{true, false} {
 			t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v/renewal=%v", cte, renew), func(t *testing.T) {
@@ -476,6 +480,7 @@ func TestDeadlineReadKeepsTheMargin(t *testing.T) {
 // answer (here: Python extended the key to 10 s) cannot move the deadline
 // past what the later Extend set (1 s).
 func TestDeadlineReadOrderedWithExtend(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -208,6 +208,7 @@ func startHeld(t *testing.T, cmd *exec.Cmd) (*exec.Cmd, *bufio.Reader) {
 // counter inside: exactly 8000. Without the lock (the broken variant) the
 // same processes lose updates.
 func TestMultiProcessMutualExclusion(t *testing.T) {
+	t.Parallel()
 	procs, rounds := 16, 500
 	if testing.Short() {
 		procs, rounds = 4, 50
@@ -251,6 +252,7 @@ func TestMultiProcessMutualExclusion(t *testing.T) {
 // acquires within the TTL + 300 ms. In the broken variant the holder's
 // key has no expire, and the same check finds the waiter still waiting.
 func TestHolderKilled(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string
@@ -441,6 +443,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 // failed with "context deadline exceeded" long before the caller's
 // deadline (CI: 3 of 8 waiters through a restart with go-redis v9.23).
 func TestTryAfterALostWaitHasTheCallersTime(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

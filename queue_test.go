@@ -115,6 +115,7 @@ func TestLocalQueueLeavers(t *testing.T) {
 // it saw it itself when it queued, long before: a dead holder's key that
 // expires while it waits in the queue still wakes it at once.
 func TestQueuedWaiterWakesAtTheHoldersTTL(t *testing.T) {
+	t.Parallel()
 	const ttl = 1500 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)

@@ -73,6 +73,7 @@ func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
 // never of a later hold: here it arrives after Release and a new Acquire,
 // and the new hold still ends at its own 1 s expire, not 10 s later.
 func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()

@@ -143,6 +143,7 @@ func TestLostReleaseReplyIsARelease(t *testing.T) {
 // here, held Release up that long.) The new Acquire after it is not held up
 // either.
 func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)

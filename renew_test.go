@@ -249,6 +249,7 @@ func TestServerKilledDuringRenewedHold(t *testing.T) {
 // Redis set the TTL after it); the smallest of five leaves out timer and
 // scheduling noise, while a deadline set past the key's shows in all five.
 func TestLocalDeadlineNotAfterTheKey(t *testing.T) {
+	t.Parallel()
 	const expire, samples, slack = 200 * time.Millisecond, 5, 50 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
@@ -295,6 +296,7 @@ func TestLocalDeadlineNotAfterTheKey(t *testing.T) {
 // Renewal runs on a context of its own: the end of the context Acquire was
 // given (a request that finished) does not stop it.
 func TestRenewalOutlivesCallersContext(t *testing.T) {
+	t.Parallel()
 	// Each renewal has a third of the expire to be answered: 300 ms, which
 	// a loaded machine under -race meets (100 ms it did not, 1 run in 5).
 	const expire = 900 * time.Millisecond
@@ -459,6 +461,7 @@ func TestDoneErrContract(t *testing.T) {
 }
 
 func TestMaxHold(t *testing.T) {
+	t.Parallel()
 	// 200 ms for each renewal to be answered, on a loaded machine.
 	const expire, maxHold = 600 * time.Millisecond, 1800 * time.Millisecond
 	s := redistest.Start(t)

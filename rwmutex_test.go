@@ -194,6 +194,7 @@ func (p rwProbe) leave(ctx context.Context, writer bool) {
 // the mutex for reading, and the probe catches them inside together with
 // others.
 func TestRWMutexExcludes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		broken bool
@@ -352,6 +353,7 @@ func TestRWMutexWriterNotStarved(t *testing.T) {
 // release lets R1..R3 in together first, then W2. Its broken variant is
 // the mutation rw-release-wakes-writer-first.
 func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		w1 := mustRWMutex(t, b.client(), "cfg")
@@ -422,6 +424,7 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 // reader's hold lasts an hour, and the same check finds the writer still
 // waiting.
 func TestRWMutexReaderKilled(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string
@@ -464,6 +467,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 // expire neither shortens a long one's TTL nor is kept by it, and a
 // renewing reader with a 300 ms expire stays for a second.
 func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -746,6 +750,7 @@ func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
 // five waited, some 35 times in 10 s (5,700-7,100 acquisitions against
 // 57,000-60,000 now). The popped signal is passed on.
 func TestRWMutexAdmittedReaderIsNotLeftAsleep(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(ctxT(t), 3*time.Second)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // size key without the tag, which the cluster refuses in the scripts
 // (CROSSSLOT).
 func TestSemaphoreCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
@@ -103,6 +104,7 @@ func TestSemaphoreCluster(t *testing.T) {
 // last reader out, readers woken by the writer's release), and every key
 // of one name is in one slot.
 func TestRWMutexCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}

@@ -91,6 +91,7 @@ func (m brokenSemaphore) release(ctx context.Context) error {
 // replies, blackholes; see history) are linearizable against the counting
 // model; the broken semaphore's are not.
 func TestSemaphoreLinearizable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("records and checks histories under faults")
 	}

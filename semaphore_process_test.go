@@ -125,6 +125,7 @@ func startSemHolder(t *testing.T, addr, name, expire string, renew bool, env ...
 // reach 3, and every section completes. Without the semaphore (the broken
 // variant) the same processes exceed 3.
 func TestSemaphoreMultiProcess(t *testing.T) {
+	t.Parallel()
 	procs, rounds := 16, 200
 	if testing.Short() {
 		procs, rounds = 6, 40
@@ -185,6 +186,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 // hour, as a permit counted without an expiry would, and the same check
 // finds the waiter still waiting.
 func TestSemaphoreHolderKilled(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string
@@ -276,6 +278,7 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 // processes would be. In the broken variant the permits are freed with a
 // plain ZREM, which pushes no signal: the waiters sleep out their slice.
 func TestSemaphoreReleaseWakesOnePerPermit(t *testing.T) {
+	t.Parallel()
 	const k = 3
 	for _, tc := range []struct {
 		name   string

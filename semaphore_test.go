@@ -204,6 +204,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 // Extend moves the permit's expiry on the server's clock and the hold's
 // local deadline; auto-renewal keeps a permit past its expire.
 func TestSemaphoreExtendAndRenewal(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()

@@ -54,6 +54,7 @@ func finishAfter(t *testing.T, m *redistest.Migration, d time.Duration) {
 }
 
 func TestSlotMigration(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 6-node cluster")
 	}
@@ -249,6 +250,7 @@ func migrateUnderListAndResetAll(t *testing.T, cl *redistest.Cluster, mode strin
 // promoted replica would have none left to acknowledge a renewal (which
 // then fails, as WithReplicaAck promises).
 func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 9-node cluster and fails a shard over")
 	}
@@ -339,6 +341,7 @@ func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
 
 // Check on a cluster reads every master and its replicas.
 func TestCheckCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 6-node cluster")
 	}
@@ -478,6 +481,7 @@ func sentCalls(t *testing.T, c *redis.Client, cmd string) int64 {
 // ends the hold within milliseconds (within about 2 s after a master's
 // death), not at the next renewal (20 s away).
 func TestTrackingFollowsTheKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 6-node cluster")
 	}
@@ -549,6 +553,7 @@ func waitWatched(t *testing.T, l *redislock.Lock) {
 // for 10 s and renewing holds were lost; List and ResetAll skipped the
 // moved locks; Check missed an evicting policy there).
 func TestSlotMigrationToNewNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts an 8-node cluster")
 	}
@@ -630,6 +635,7 @@ func TestSlotMigrationToNewNode(t *testing.T) {
 // closed, waits on the new master and is woken by the release (found by a
 // review: with WithReplicaAck the waiter's Acquire failed with EOF).
 func TestManualFailoverUnderWaiter(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 6-node cluster")
 	}

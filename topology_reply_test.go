@@ -234,6 +234,7 @@ func TestAckTimeoutBound(t *testing.T) {
 // more than four in 3 s of waiting (the review measured 30 in 3 s with a
 // 3.3 s ack on a 5 s read timeout, which New now refuses).
 func TestAckAtItsLimitKeepsSlicesLong(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	ctx := ctxT(t)

@@ -16,6 +16,7 @@ import (
 // On a 3-master cluster: names on every master; acquire, busy, blocking
 // hand-off, extend, fencing, List and ResetAll.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
@@ -143,6 +144,7 @@ func awaitFailover(t *testing.T, ss *redistest.Sentinels, want string) {
 // With WithReplicaAck the lock survives a failover: the key is on the new
 // primary and a second client cannot take the lock.
 func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a Sentinel failover")
 	}
@@ -189,6 +191,7 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 // client takes it on the promoted replica. With replica ack the same
 // acquire is refused instead.
 func TestSentinelFailoverLossWindow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a Sentinel failover")
 	}
@@ -283,6 +286,7 @@ func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
 // renewed hold is lost at its local deadline, with ErrNotReplicated as the
 // last error.
 func TestUnacknowledgedRenewalFails(t *testing.T) {
+	t.Parallel()
 	// Redis times WAIT out at its hz (100 ms by default), and a loaded
 	// machine acknowledges slowly: a 1 s ack timeout, and an expire that
 	// leaves room for a failed renewal.

@@ -114,6 +114,7 @@ func TestLossNoticedAtOnce(t *testing.T) {
 // The same on a 3-master cluster: each master that holds a watched key
 // has its own tracker.
 func TestLossNoticedAtOnceOnCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	ctx := ctxT(t)
 	admin := cl.Client(t)
@@ -175,6 +176,7 @@ func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
 // tracker reads again: the key is not tracked until read), and it tracks
 // the key again: a DEL after them is still noticed at once.
 func TestOwnRenewalsAreNotLosses(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -396,6 +398,7 @@ func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
 // invalidation does not come, so every key is read again on a new
 // connection, and a DEL after that is noticed at once.
 func TestDeadReaderIsReplaced(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -456,6 +459,7 @@ func TestDeadReaderIsReplaced(t *testing.T) {
 // here and forgot it, so a reader the server closed later (a proxy's idle
 // timeout, a CLIENT KILL) went unseen until the next ping, a minute away.
 func TestReaderIdlePastItsReadDeadlineIsStillWatched(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -581,6 +585,7 @@ func TestQuickHandoverIsNotALoss(t *testing.T) {
 // empty value and no error, which read as "another owner"); after the
 // restart the hold is still ours, and a DEL is again noticed at once.
 func TestOutageIsNotALoss(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, "appendonly yes", "appendfsync always")
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -668,6 +673,7 @@ func TestClientPerJobLeavesFewConnections(t *testing.T) {
 // retired the other client's tracker, two new connections and a set-up
 // per hold.)
 func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -775,6 +781,7 @@ func infoField(t *testing.T, c *redis.Client, section, field string) string {
 // long after is still noticed at once, not at the next renewal 20 s away.
 // (Found by review: the DEL was noticed by the renewal.)
 func TestReaderClosedByServerTimeoutIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, "timeout 1")
 	ctx := ctxT(t)
 	// The server closes the test's own idle connections too, and go-redis
@@ -808,6 +815,7 @@ func TestReaderClosedByServerTimeoutIsReplaced(t *testing.T) {
 // not all read again. (Found by review: with 20 other held locks, such an
 // Extend cost 23 GETs instead of about 2.)
 func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -952,6 +960,7 @@ func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
 // read within the longest pause (20 ms), and a DEL is noticed at once
 // after that.
 func TestHoldTakenDuringChurnIsWatched(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

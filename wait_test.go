@@ -49,6 +49,7 @@ func receive(t *testing.T, ch <-chan acquired) acquired {
 // would have ended. Without the signal (the broken variant, a raw DEL) the
 // same waiter sleeps out its slice: the check can fail.
 func TestReleaseWakesWaiter(t *testing.T) {
+	t.Parallel()
 	const slice = 1500 * time.Millisecond // the waiter's deadline caps its slice
 	for _, tc := range []struct {
 		name     string
@@ -404,6 +405,7 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // the lock without pushing the signal would leave it to sleep out the
 // slice, and without giveback (the broken variant) it never gets it.
 func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
+	t.Parallel()
 	const slice = 2 * time.Second // the longest BLPOP, on go-redis's default 3 s read timeout
 	for _, tc := range []struct {
 		name        string

@@ -50,6 +50,7 @@ func lostWithin(t *testing.T, l *redislock.Lock, d time.Duration, want error, af
 // is ready, reads its keys again and sees a takeover at once. (It took
 // LOADING for a refusal, dropped every hold and never noticed.)
 func TestWatchSurvivesARestartThatAnswersLoading(t *testing.T) {
+	t.Parallel()
 	watchSurvivesLoading(t, redistest.Start(t, loadingSlowly...))
 }
 
@@ -264,6 +265,7 @@ type wrappedConn struct{ net.Conn }
 // the kill is noticed within seconds. (It went unseen until the idle
 // ping, a minute or two later.)
 func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -308,6 +310,7 @@ func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
 // when the old master hangs (leaving its connections waits up to the
 // watch's 2 s timeout).
 func TestWatchFollowsASentinelFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Sentinel failovers")
 	}
@@ -385,6 +388,7 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 // of this test took whichever re-read came first for the one after a
 // missed invalidation, and failed when the two raced.)
 func TestBlackholedSubscriberIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -463,6 +467,7 @@ const invalidateChannel = "__redis__:invalidate"
 // not tens of thousands. A takeover is still seen, within that second.
 // Check reports the setting.
 func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, "tracking-table-max-keys 5")
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -513,6 +518,7 @@ func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
 // been taken on a server whose writes were about to be discarded). They
 // now go through the caller's client, which go-redis moves at once.
 func TestWaiterFollowsASentinelFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Sentinel failovers")
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// Findings of the second outside review of issue 17, each a test.
+// RWMutex waiters that give up, lose a reply or share a client: what they
+// leave in Redis for the next ones.
 
 // behindWriter starts a server where W1 (on a client of its own) holds the
 // RWMutex "cfg" for writing, and returns it with a client to that server
@@ -108,6 +109,7 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 // registration is left behind (the follower's take-back waits for the
 // head's abandoned wait). Eight rounds, with and without latency.
 func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
+	t.Parallel()
 	for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
 		t.Run(fmt.Sprint("latency ", latency), func(t *testing.T) {
 			ctx := ctxT(t)

@@ -14,12 +14,14 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// Findings of the outside review of issue 17, each a test.
+// The Semaphore and RWMutex with a client shared by their waiters, and the
+// state a failed try leaves.
 
 // Readers that share one client (one local wait queue: only its head waits
 // in Redis) all come in together at a writer's Unlock, before a second
 // writer that waited on a client of its own; not one slice apart.
 func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	shared := s.Client()
