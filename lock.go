@@ -180,7 +180,9 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 // its watch.
 func (l *core) take(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	if err := l.cleanups.Wait(ctx); err != nil { // our own cleanup, not another owner
-		return nil, l.wrap(fmt.Errorf("acquire: %w", err))
+		// Neither busy nor known to be down: an earlier attempt's giveback,
+		// or a given-up wait's wake-up, had not been answered yet.
+		return nil, l.wrap(fmt.Errorf("acquire: waiting for an earlier attempt's cleanup: %w", err))
 	}
 	sent, won, err := l.acquire(ctx, blocking)
 	if err != nil {
