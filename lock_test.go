@@ -16,6 +16,7 @@ import (
 )
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -40,6 +41,7 @@ func TestTryAcquireBusyThenFree(t *testing.T) {
 }
 
 func TestAcquireContextEnds(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -77,6 +79,7 @@ func TestAcquireContextEnds(t *testing.T) {
 }
 
 func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -107,6 +110,7 @@ func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 }
 
 func TestSharedIDExtendsAndReleases(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -129,6 +133,7 @@ func TestSharedIDExtendsAndReleases(t *testing.T) {
 }
 
 func TestAlreadyAcquired(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -160,6 +165,7 @@ func TestAlreadyAcquired(t *testing.T) {
 // is success, not "busy", and the key gets a fresh expire (the local
 // validity clock starts at the retry).
 func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -178,6 +184,7 @@ func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -235,6 +242,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestLockedOwnerIDAndStoredValue(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -263,6 +271,7 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 }
 
 func TestNonUTF8OwnerValue(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -292,6 +301,7 @@ func TestNonUTF8OwnerValue(t *testing.T) {
 
 // The keys and values are python-redis-lock's, byte for byte.
 func TestWireFormat(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -348,6 +358,7 @@ func TestWireFormat(t *testing.T) {
 // A lock taken the way other clients take it (SET NX PX, as Mayan EDMS and
 // python-redis-lock do) excludes us, and theirs excludes ours.
 func TestForeignHolder(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -374,6 +385,7 @@ func TestForeignHolder(t *testing.T) {
 // review: with LPUSH first, Release failed with WRONGTYPE after deleting
 // the lock key.)
 func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{"lock-signal:job", "lock-signal:job:turn"} {
 		t.Run(key, func(t *testing.T) {
 			onBoth(t, func(t *testing.T, b *backend) {
@@ -402,6 +414,7 @@ func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
 }
 
 func TestSignalListStaysSmallAndExpires(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -430,6 +443,7 @@ func TestSignalListStaysSmallAndExpires(t *testing.T) {
 }
 
 func TestResetAndResetAll(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -497,6 +511,7 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	b := miniBackend(t)
 	c := b.client()
 	hook := &countHook{}
@@ -604,6 +619,7 @@ func TestBadInput(t *testing.T) {
 // python-redis-lock's test_release_from_nonblocking_getting_expired: a lock
 // that expired cannot be released, and releasing changes nothing.
 func TestReleaseAfterExpiry(t *testing.T) {
+	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	c := b.client()
@@ -621,6 +637,7 @@ func TestReleaseAfterExpiry(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -666,6 +683,7 @@ func TestList(t *testing.T) {
 // A prefix that is not UTF-8 (found by FuzzKeyScheme): List and ResetAll
 // still find exactly its locks.
 func TestNonUTF8Prefix(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -686,6 +704,7 @@ func TestNonUTF8Prefix(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
+	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))

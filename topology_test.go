@@ -234,6 +234,7 @@ func TestSentinelFailoverLossWindow(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -96,6 +96,7 @@ func percentiles(d []time.Duration) string {
 // separates "at once" from "at the next renewal"; the latencies are
 // logged, and quoted in the README.
 func TestLossNoticedAtOnce(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -138,6 +139,7 @@ func TestLossNoticedAtOnceOnCluster(t *testing.T) {
 // Do's context is cancelled as soon as the key is reset, with ErrLost as
 // its cause.
 func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -250,6 +252,7 @@ const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-sign
 // one renewal interval, as before. The observer's WatchRefused and a
 // warning of redis_lock.watch say so, once.
 func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -351,6 +354,7 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 // a hook, long enough for the tracker to read the key first). Err() is
 // ErrReleased, every time.
 func TestReleaseIsNotTakenForALoss(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -377,6 +381,7 @@ func TestReleaseIsNotTakenForALoss(t *testing.T) {
 // Through a Sentinel failover client (whose options dial the current
 // master through Sentinel), held keys are watched too.
 func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t)
 	ss := redistest.StartSentinels(t, primary, 1)
 	ctx := ctxT(t)
@@ -531,6 +536,7 @@ func (c *slowReads) Read(b []byte) (int, error) {
 // (Found by review: with 8 goroutines taking turns, about 1 hold in 400
 // ended as "taken over" while the key held its own id.)
 func TestQuickHandoverIsNotALoss(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	// The tracker's reads of A's id are slowed, nothing else. (The match
@@ -638,6 +644,7 @@ func waitReader(t *testing.T, admin *redis.Client) {
 // without holds, closing the one idle the longest. (Found by review: 300
 // such jobs left 601 connections for 30 s.)
 func TestClientPerJobLeavesFewConnections(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -722,6 +729,7 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 // each hold retired a waiting client's tracker, and the next hold of that
 // client made two new connections: 38 % of the process's CPU.)
 func TestContendingClientsKeepTheirTrackers(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -848,6 +856,7 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 // on another core twice per cycle: the uncontended cycle ran 1.7x slower
 // with tracking on.)
 func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -878,6 +887,7 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 // armDelay regardless costs its timers, a look at its sockets and a
 // goroutine switch each time: 500 a second.
 func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
+	t.Parallel()
 	// With another hold watched all along, the tracker is never empty: a
 	// key whose hold ended must not keep its first read pending (the key
 	// taken again then read at once, every cycle).
@@ -923,6 +933,7 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 // 20 ms (a timer firing every 2 ms cost a tenth more CPU per cycle on one
 // core in bench/'s uncontended loop).
 func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
