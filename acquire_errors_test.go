@@ -17,7 +17,6 @@ import (
 // cron job that skips its run on ErrLocked must not skip silently through
 // an outage.
 func TestBusyAndDownAreToldApart(t *testing.T) {
-	t.Parallel()
 	ctx := ctxT(t)
 	check := func(t *testing.T, what string, err error, want, not error, alsoCtx bool) {
 		t.Helper()

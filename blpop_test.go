@@ -49,7 +49,6 @@ func (r *blpopRecorder) record(cmds []redis.Cmder) {
 // keeps the key's PTTL at 1 ms (its TTLs frozen), so every slice is the
 // shortest one.
 func TestShortestSliceIsSafeOnOldServers(t *testing.T) {
-	t.Parallel()
 	b := frozenMiniBackend(t)
 	admin := b.client()
 	c := b.client()

@@ -32,7 +32,6 @@ func mustCache(t testing.TB, c redis.UniversalClient, opts ...redislock.CacheOpt
 // 200 ms: it runs once, every caller gets the value, and each process
 // sends a handful of round trips while it waits, not a polling loop.
 func TestCacheComputesOnceAcrossProcesses(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	s := b.client()
 	addr := s.Options().Addr
@@ -109,7 +108,6 @@ func (w *exec0) lines(t *testing.T) []string {
 // A failing compute: nothing is stored, the callers that shared it get its
 // error, and the next caller computes once.
 func TestCacheFailingCompute(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		cache := mustCache(t, b.client())
@@ -163,7 +161,6 @@ func TestCacheFailingCompute(t *testing.T) {
 // the value of the next holder stands. Lost as a Reset would (the key
 // deleted), and taken over by another owner.
 func TestCacheLostLockStoresNothing(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	for _, how := range []string{"deleted", "taken"} {
 		t.Run(how, func(t *testing.T) {
@@ -206,7 +203,6 @@ func TestCacheLostLockStoresNothing(t *testing.T) {
 // noticed its loss (no watch, fn ignores its context) still stores
 // nothing.
 func TestCacheStoreChecksTheLock(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()
@@ -226,7 +222,6 @@ func TestCacheStoreChecksTheLock(t *testing.T) {
 // Negative caching: ErrNoValue is cached for WithNegativeTTL, and not at
 // all without it.
 func TestCacheNegative(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		var computes atomic.Int32
@@ -263,7 +258,6 @@ func TestCacheNegative(t *testing.T) {
 // Stale mode: after the soft TTL, 1,000 reads get the stale value at once
 // while exactly one refresh runs; then the fresh value is served.
 func TestCacheStaleWhileRevalidate(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	cache := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond))
@@ -345,7 +339,6 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 // makes GetOrCompute wait, and a Python waiter is woken by GetOrCompute's
 // release.
 func TestCachePythonInterop(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()
@@ -409,7 +402,6 @@ func TestCachePythonInterop(t *testing.T) {
 
 // Bad input gets a clear error and sends nothing.
 func TestCacheBadInput(t *testing.T) {
-	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
 	for _, opts := range [][]redislock.CacheOption{
@@ -504,7 +496,6 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 // while it waits for the lock gets ErrLocked and the context's error;
 // after Close, calls are refused.
 func TestCacheJitterWaitAndClose(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		cache, err := redislock.NewCache(b.client(), redislock.WithTTLJitter(0.5))
@@ -556,7 +547,6 @@ func TestCacheJitterWaitAndClose(t *testing.T) {
 // returned nor overwritten; jitter on a huge TTL does not overflow; a
 // nil value comes back empty alike; a TTL within the soft TTL is refused.
 func TestCacheReviewFindings(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 

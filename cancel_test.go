@@ -111,7 +111,6 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 // blocked behind it in Redis, gets it within a second every time, and the
 // lock never stays with the waiter that gave up.
 func TestCancelRacingReleaseLosesNoWakeUp(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -201,7 +200,6 @@ func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
 // connection. The next release then wakes the next waiter at once: no
 // signal is lost, and nothing is left taken for the waiter that gave up.
 func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -257,7 +255,6 @@ func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
 // the background, deterministically: the wake push is held back until the
 // release (or a stray signal) has reached the abandoned BLPOP.
 func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
-	t.Parallel()
 	t.Run("its try took the lock", func(t *testing.T) {
 		s := redistest.Start(t)
 		ctx := ctxT(t)
@@ -416,7 +413,6 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 // wait sent a release under an empty id instead, and the other waiter
 // slept on with the lock free (8 of 150 runs in an outside review).
 func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -537,7 +533,6 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 // context end before Acquire looks, the context wins too; that window is
 // too narrow to force from outside.)
 func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -580,7 +575,6 @@ func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 // redis.ErrClosed. (Found by review: Acquire returned nil after Close,
 // and the key kept the closed waiter's id with no TTL.)
 func TestWaiterOnAClosedClientTakesNothing(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []redislock.Option

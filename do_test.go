@@ -126,7 +126,6 @@ func errString(err error) string {
 // Do reports a loss that happened while fn ran even when fn ignored its
 // context and returned nil.
 func TestDoReportsLossFnIgnored(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(100*time.Millisecond))

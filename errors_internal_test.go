@@ -10,7 +10,6 @@ import (
 )
 
 func TestErrorMessagesNameTheLock(t *testing.T) {
-	t.Parallel()
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()

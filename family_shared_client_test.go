@@ -89,7 +89,6 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 // Semaphore waiters that share one client both get in when two holders'
 // permits expire, not one slice apart.
 func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	for range 2 {
@@ -122,7 +121,6 @@ func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
 // the first comes in at its Unlock, not a signal expire or a slice later.
 // A Lock that gave up leaves none either: readers come in at once.
 func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	w1, w2, r := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
@@ -195,7 +193,6 @@ func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
 
 // The size mismatch names both sizes.
 func TestSemaphoreSizeMismatchNamesBothSizes(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	two := mustSemaphore(t, b.client(), "pool", 2)

@@ -134,7 +134,6 @@ func (h *unsent) awaitGiveback(t *testing.T) {
 // here by hand with the old id, misses the new key. Without the fresh id
 // (the mutation "giveback-unanswered-keeps-id") it deletes it.
 func TestLateGivebackSparesTheNextHold(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		admin := b.client()
@@ -201,7 +200,6 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 // A giveback whose first reply is lost and whose retry is answered also
 // leaves an attempt that may run late: the Lock takes a fresh id.
 func TestRetriedGivebackRenewsID(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)

@@ -16,7 +16,6 @@ import (
 )
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -41,7 +40,6 @@ func TestTryAcquireBusyThenFree(t *testing.T) {
 }
 
 func TestAcquireContextEnds(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -79,7 +77,6 @@ func TestAcquireContextEnds(t *testing.T) {
 }
 
 func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -110,7 +107,6 @@ func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 }
 
 func TestSharedIDExtendsAndReleases(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -133,7 +129,6 @@ func TestSharedIDExtendsAndReleases(t *testing.T) {
 }
 
 func TestAlreadyAcquired(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -165,7 +160,6 @@ func TestAlreadyAcquired(t *testing.T) {
 // is success, not "busy", and the key gets a fresh expire (the local
 // validity clock starts at the retry).
 func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -184,7 +178,6 @@ func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -242,7 +235,6 @@ func TestExtend(t *testing.T) {
 }
 
 func TestLockedOwnerIDAndStoredValue(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -271,7 +263,6 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 }
 
 func TestNonUTF8OwnerValue(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -301,7 +292,6 @@ func TestNonUTF8OwnerValue(t *testing.T) {
 
 // The keys and values are python-redis-lock's, byte for byte.
 func TestWireFormat(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -358,7 +348,6 @@ func TestWireFormat(t *testing.T) {
 // A lock taken the way other clients take it (SET NX PX, as Mayan EDMS and
 // python-redis-lock do) excludes us, and theirs excludes ours.
 func TestForeignHolder(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -385,7 +374,6 @@ func TestForeignHolder(t *testing.T) {
 // review: with LPUSH first, Release failed with WRONGTYPE after deleting
 // the lock key.)
 func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
-	t.Parallel()
 	for _, key := range []string{"lock-signal:job", "lock-signal:job:turn"} {
 		t.Run(key, func(t *testing.T) {
 			onBoth(t, func(t *testing.T, b *backend) {
@@ -414,7 +402,6 @@ func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
 }
 
 func TestSignalListStaysSmallAndExpires(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -443,7 +430,6 @@ func TestSignalListStaysSmallAndExpires(t *testing.T) {
 }
 
 func TestResetAndResetAll(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -511,7 +497,6 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 func TestBadInput(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	c := b.client()
 	hook := &countHook{}
@@ -619,7 +604,6 @@ func TestBadInput(t *testing.T) {
 // python-redis-lock's test_release_from_nonblocking_getting_expired: a lock
 // that expired cannot be released, and releasing changes nothing.
 func TestReleaseAfterExpiry(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	c := b.client()
@@ -637,7 +621,6 @@ func TestReleaseAfterExpiry(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -683,7 +666,6 @@ func TestList(t *testing.T) {
 // A prefix that is not UTF-8 (found by FuzzKeyScheme): List and ResetAll
 // still find exactly its locks.
 func TestNonUTF8Prefix(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -704,7 +686,6 @@ func TestNonUTF8Prefix(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))

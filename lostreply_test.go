@@ -179,7 +179,6 @@ func loseNextAcquire(t *testing.T, ctx context.Context, s *redistest.Server, gat
 // given back without touching that owner's key: the giveback deletes
 // nothing but our own id.
 func TestGivebackSparesAnotherOwnersLock(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -207,7 +206,6 @@ const givebackPending = 300 * time.Millisecond
 // delete our id. An Acquire made meanwhile waits for the giveback, or the
 // giveback would delete the new hold's key.
 func TestAcquireWaitsForPendingGiveback(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -245,7 +243,6 @@ func TestAcquireWaitsForPendingGiveback(t *testing.T) {
 // the key given back and says so, instead of deleting it under the
 // giveback.
 func TestReleaseWaitsForPendingGiveback(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

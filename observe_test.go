@@ -108,7 +108,6 @@ func (r *logRecorder) none(t *testing.T, logger string, level slog.Level) {
 // Every event python-redis-lock logs, at its level and under its logger
 // name, and the ones it does not, on a real server.
 func TestLogEvents(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelDebug}
@@ -197,7 +196,6 @@ func TestLogEvents(t *testing.T) {
 
 // A Release that finds the lock taken by another owner warns.
 func TestLogReleaseOfTakenLock(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelWarn}
@@ -219,7 +217,6 @@ func TestLogReleaseOfTakenLock(t *testing.T) {
 // A renewal that fails is a warning with the error and the time left; an
 // acquire whose reply was lost is given back with a warning.
 func TestLogRenewalFailureAndGiveback(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelWarn}
@@ -342,7 +339,6 @@ func (r *recorder) take() []any {
 // The observer sees each call's events, in order, with their outcomes, on
 // both backends.
 func TestObserverEvents(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		obs := &recorder{}
@@ -451,7 +447,6 @@ func TestObserverEvents(t *testing.T) {
 }
 
 func TestParseOwner(t *testing.T) {
-	t.Parallel()
 	u := "db3734ce-9c56-4914-8db7-3cf6873f1e1f"
 	for _, c := range []struct {
 		id   string
@@ -501,7 +496,6 @@ func (s slowObserver) AcquireEnd(ctx context.Context, e redislock.AcquireEndEven
 // observer or logger before it) has its HoldEnd reported after it, never
 // before.
 func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &recorder{}
@@ -551,7 +545,6 @@ func (p panicker) ReleaseStart(ctx context.Context, _ redislock.ReleaseStartEven
 // An observer that panics in a Start: the panic reaches the caller, and
 // the Lock is as it was before the call, usable.
 func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	l := mustNew(t, b.client(), "job", redislock.WithObserver(panicker{acquire: &sync.Once{}, release: &sync.Once{}}))
@@ -575,7 +568,6 @@ func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
 // A renewal in flight when Release stops it is reported as canceled, not
 // as an error, and logs no warning.
 func TestStoppedRenewalIsCanceled(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	c := b.client()

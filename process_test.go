@@ -287,7 +287,6 @@ func TestHolderKilled(t *testing.T) {
 // the broken variant the resumed holder releases with a plain DEL, and the
 // same check finds the new owner's key gone.
 func TestHolderPausedPastTTL(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		release string
@@ -355,7 +354,6 @@ func (noEvalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // its clients enough retries to span a slow restart.) In the broken variant the waiters cannot load scripts, and
 // the check that they all get the lock fails.
 func TestRedisRestartWithWaiters(t *testing.T) {
-	t.Parallel()
 	const ttl, waiters = time.Second, 8
 	for _, tc := range []struct {
 		name   string
@@ -515,7 +513,6 @@ func (*slowTryHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // Redis killed and not restarted: every blocked Acquire returns an error
 // within 5 s.
 func TestRedisKilledWaitersFail(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))

@@ -399,7 +399,6 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 }
 
 func TestDoneErrContract(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	l := mustNew(t, b.client(), "job", redislock.WithExpire(150*time.Millisecond))
@@ -490,7 +489,6 @@ func TestMaxHold(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -564,7 +562,6 @@ func (noLock) Unlock() {}
 // non-atomic increments, none lost. With lockers that lock nothing (the
 // broken variant) the same goroutines lose updates.
 func TestLockerCounter(t *testing.T) {
-	t.Parallel()
 	const workers, rounds = 24, 10
 	for _, tc := range []struct {
 		name   string
@@ -614,7 +611,6 @@ func TestLockerCounter(t *testing.T) {
 }
 
 func TestLockerUnlockPanics(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(5*time.Second))

@@ -36,7 +36,6 @@ func mustRWMutex(t testing.TB, c redis.UniversalClient, name string, opts ...red
 // time; Info shows who holds and who waits; bad input is refused before
 // anything is written.
 func TestRWMutexBasics(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -117,7 +116,6 @@ func TestRWMutexBasics(t *testing.T) {
 }
 
 func TestRWMutexBadInput(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	c := b.client()
 	for _, tc := range []struct {
@@ -302,7 +300,6 @@ func TestRWMutexExcludes(t *testing.T) {
 // hold plus a margin: once it waits, new readers wait behind it. Its
 // broken variant is the mutation rw-no-writer-preference.
 func TestRWMutexWriterNotStarved(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	const hold = 200 * time.Millisecond
@@ -509,7 +506,6 @@ func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
 // Locker and RLocker are sync.Lockers; a participant's RLocker and Locker
 // take turns.
 func TestRWMutexLockers(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	rw := mustRWMutex(t, b.client(), "cfg")
 	var l, rl sync.Locker = rw.Locker(), rw.RLocker()
@@ -533,7 +529,6 @@ func TestRWMutexLockers(t *testing.T) {
 // Reset drops the writer and the readers; a renewing reader finds its hold
 // gone and is lost, never puts it back; List and ResetAll see the RWMutex.
 func TestRWMutexReset(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -584,7 +579,6 @@ func TestRWMutexReset(t *testing.T) {
 // way (waiting behind a writer), a second RLock of it is refused, and so
 // is a Lock of it, until the first is done.
 func TestRWMutexOneParticipant(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	w := mustRWMutex(t, b.client(), "cfg")
@@ -630,7 +624,6 @@ func TestRWMutexOneParticipant(t *testing.T) {
 // The readers' client is slowed by 100 ms each way, so that the second
 // reader, which asks after the writer's release, answers after the first.
 func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
-	t.Parallel()
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
@@ -676,7 +669,6 @@ func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
 // Counted, not timed: the readers who come in between W1's release and
 // W2's acquire.
 func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
-	t.Parallel()
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")

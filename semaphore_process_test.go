@@ -232,7 +232,6 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 // renewal that recreates one would), and the same check finds two holders
 // of a size-1 semaphore.
 func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name, release string
 		broken        bool

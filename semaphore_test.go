@@ -34,7 +34,6 @@ func mustSemaphore(t testing.TB, c redis.UniversalClient, name string, size int,
 // At most size holders; a release lets the next one in; Holders lists
 // them with their TTLs on the server's clock; Done and Err follow the hold.
 func TestSemaphoreBasics(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -103,7 +102,6 @@ func TestSemaphoreBasics(t *testing.T) {
 // Acquire waits in Redis and is woken by a release, well before its slice
 // would end.
 func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
@@ -132,7 +130,6 @@ func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 // ErrSizeMismatch and takes nothing while the first holds; once nobody
 // holds, the next acquire sets the size.
 func TestSemaphoreSizeMismatch(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -163,7 +160,6 @@ func TestSemaphoreSizeMismatch(t *testing.T) {
 
 // Bad input: a clear error, before anything is written.
 func TestSemaphoreBadInput(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	c := b.client()
 	for _, tc := range []struct {
@@ -252,7 +248,6 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 // Reset drops every holder; their renewal finds the permit gone and the
 // hold is lost; a waiter gets in.
 func TestSemaphoreReset(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -298,7 +293,6 @@ func TestSemaphoreReset(t *testing.T) {
 // ResetAll drops them and wakes a waiter, and leaves keys outside the
 // prefix alone.
 func TestSemaphoreListAndResetAll(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -350,7 +344,6 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 // waiter per permit it frees, and an acquire trims what it no longer
 // needs.
 func TestSemaphoreSignalsStayBounded(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -386,7 +379,6 @@ func TestSemaphoreSignalsStayBounded(t *testing.T) {
 // holder with a short expire does not cut a long one's short, nor is it
 // kept by it.
 func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -422,7 +414,6 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 // The siblings' events say what they are: LockRef.Kind, and a "kind"
 // attribute on their log lines (a Lock's lines have none, as before).
 func TestFamilyEventsSayTheirKind(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	var buf strings.Builder
@@ -486,7 +477,6 @@ func (w *lockedBuilder) Write(p []byte) (int, error) {
 // race.) A second giveback pushes no second signal for the one free
 // permit known.
 func TestSemaphoreGivebackAfterTheLastReleaseWakes(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -11,7 +11,6 @@ import (
 // the holder's expiry (TestQueuedWaiterWakesAtTheHoldersTTL failed once in
 // CI at 3.5 s for a 1.5 s TTL).
 func TestSliceFollowsTheHoldersTTL(t *testing.T) {
-	t.Parallel()
 	l := &core{maxSlice: 2 * time.Second}
 	ctx := context.Background()
 	for _, c := range []struct {

@@ -366,7 +366,6 @@ func TestCheckCluster(t *testing.T) {
 // Check on one master with replicas: more replicas than the ack waits for,
 // a replica that may evict, and clocks apart.
 func TestCheckReplicas(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -430,7 +429,6 @@ func findings(r redislock.Report, sev redislock.Severity, want map[string]string
 
 // Check names the master behind a Sentinel failover client by its address.
 func TestCheckNamesFailoverMaster(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts sentinels")
 	}

@@ -9,7 +9,6 @@ import (
 // However long the ack, a waiter's slices stay at least a third of the
 // read timeout (the largest ack New accepts is a third).
 func TestSlicesStayLongWithAck(t *testing.T) {
-	t.Parallel()
 	for _, rt := range []time.Duration{300 * time.Millisecond, 3 * time.Second, 5 * time.Second, time.Minute} {
 		ack := replicaAck{n: 1, timeout: rt / 3}
 		if err := ack.fits(rt); err != nil {

@@ -57,7 +57,6 @@ func noRawTopology(t *testing.T, what string, err error) {
 // A release answered TRYAGAIN (its two keys during a slot migration) is
 // sent again until it runs, within its context.
 func TestReleaseRetriesTryAgain(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -85,7 +84,6 @@ func TestReleaseRetriesTryAgain(t *testing.T) {
 // happen: Release says so, Err does not claim ErrReleased, the key still
 // holds the id, and the next Release deletes it.
 func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -124,7 +122,6 @@ func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
 // A fenced acquire of a free lock touches two keys, and during a slot
 // migration meets TRYAGAIN: it is retried and ends in the lock's result.
 func TestFencedAcquireRetriesTryAgain(t *testing.T) {
-	t.Parallel()
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -158,7 +155,6 @@ func TestFencedAcquireRetriesTryAgain(t *testing.T) {
 // than its patience (10 s; 500 ms here): a resharding that died
 // halfway leaves a slot migrating for ever. Then it returns the reply.
 func TestTopologyRetryGivesUp(t *testing.T) {
-	t.Parallel()
 	b := miniBackend(t)
 	c := b.client()
 	redislock.SetTopologyPatience(t, c, 500*time.Millisecond)
@@ -181,7 +177,6 @@ func TestTopologyRetryGivesUp(t *testing.T) {
 // split a lock's key from its signal list (a waiter sleeps through the
 // release) and send WAIT to any shard.
 func TestRingIsRefused(t *testing.T) {
-	t.Parallel()
 	m := miniBackend(t).mini
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
 	t.Cleanup(func() { ring.Close() })
@@ -213,7 +208,6 @@ func TestRingIsRefused(t *testing.T) {
 // An ack timeout above a third of the read timeout is refused by New and
 // Check alike: the BLPOP slices would shrink to nothing.
 func TestAckTimeoutBound(t *testing.T) {
-	t.Parallel()
 	m := miniBackend(t).mini
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 3 * time.Second})
 	t.Cleanup(func() { c.Close() })

@@ -234,7 +234,6 @@ func TestSentinelFailoverLossWindow(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -96,7 +96,6 @@ func percentiles(d []time.Duration) string {
 // separates "at once" from "at the next renewal"; the latencies are
 // logged, and quoted in the README.
 func TestLossNoticedAtOnce(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -139,7 +138,6 @@ func TestLossNoticedAtOnceOnCluster(t *testing.T) {
 // Do's context is cancelled as soon as the key is reset, with ErrLost as
 // its cause.
 func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -252,7 +250,6 @@ const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-sign
 // one renewal interval, as before. The observer's WatchRefused and a
 // warning of redis_lock.watch say so, once.
 func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -354,7 +351,6 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 // a hook, long enough for the tracker to read the key first). Err() is
 // ErrReleased, every time.
 func TestReleaseIsNotTakenForALoss(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -381,7 +377,6 @@ func TestReleaseIsNotTakenForALoss(t *testing.T) {
 // Through a Sentinel failover client (whose options dial the current
 // master through Sentinel), held keys are watched too.
 func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
-	t.Parallel()
 	primary := redistest.Start(t)
 	ss := redistest.StartSentinels(t, primary, 1)
 	ctx := ctxT(t)
@@ -536,7 +531,6 @@ func (c *slowReads) Read(b []byte) (int, error) {
 // (Found by review: with 8 goroutines taking turns, about 1 hold in 400
 // ended as "taken over" while the key held its own id.)
 func TestQuickHandoverIsNotALoss(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	// The tracker's reads of A's id are slowed, nothing else. (The match
@@ -644,7 +638,6 @@ func waitReader(t *testing.T, admin *redis.Client) {
 // without holds, closing the one idle the longest. (Found by review: 300
 // such jobs left 601 connections for 30 s.)
 func TestClientPerJobLeavesFewConnections(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -729,7 +722,6 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 // each hold retired a waiting client's tracker, and the next hold of that
 // client made two new connections: 38 % of the process's CPU.)
 func TestContendingClientsKeepTheirTrackers(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -856,7 +848,6 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 // on another core twice per cycle: the uncontended cycle ran 1.7x slower
 // with tracking on.)
 func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -887,7 +878,6 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 // armDelay regardless costs its timers, a look at its sockets and a
 // goroutine switch each time: 500 a second.
 func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
-	t.Parallel()
 	// With another hold watched all along, the tracker is never empty: a
 	// key whose hold ended must not keep its first read pending (the key
 	// taken again then read at once, every cycle).
@@ -933,7 +923,6 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 // 20 ms (a timer firing every 2 ms cost a tenth more CPU per cycle on one
 // core in bench/'s uncontended loop).
 func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -95,7 +95,6 @@ func TestReleaseWakesWaiter(t *testing.T) {
 // waiter, learns the holder's TTL (the acquire script is sent after the
 // SET) and wakes when the key expires, not a whole slice later.
 func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
-	t.Parallel()
 	const ttl = 500 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)
@@ -129,7 +128,6 @@ func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
 // expires (their slice is capped by its PTTL), not a slice or a whole
 // expire of their own later.
 func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
-	t.Parallel()
 	const ttl = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name string
@@ -168,7 +166,6 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 // expire then keeps the lock it gets for at least 400 ms (the test waits
 // 150 ms), not "lost" at once while its key has most of its TTL left.
 func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
-	t.Parallel()
 	const expire = 600 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)
@@ -227,7 +224,6 @@ func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 // while it waited) is woken by the release and takes the lock: its try
 // that got NOSCRIPT is sent again with EVAL.
 func TestWaiterReloadsFlushedScripts(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -253,7 +249,6 @@ func TestWaiterReloadsFlushedScripts(t *testing.T) {
 }
 
 func TestResetWakesWaiter(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -279,7 +274,6 @@ func TestResetWakesWaiter(t *testing.T) {
 }
 
 func TestResetAllWakesWaiters(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -308,7 +302,6 @@ func TestResetAllWakesWaiters(t *testing.T) {
 // python-redis-lock's unlock script does it wakes our waiter, and our
 // release wakes a waiter that BLPOPs the signal list as Python does.
 func TestPythonProtocolWakeUps(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	py := s.Client() // plays the Python process
@@ -477,7 +470,6 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 // not fail. Its wait connection never retries the BLPOP by itself (a
 // second BLPOP would pop another waiter's signal).
 func TestLostWakeUpReplyIsRetried(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	holder := mustNew(t, s.Client(), "job")
@@ -508,7 +500,6 @@ func TestLostWakeUpReplyIsRetried(t *testing.T) {
 // lock; no update is lost. Without the lock (the broken variant) the same
 // loop loses updates, so the check can fail.
 func TestMutualExclusionCounter(t *testing.T) {
-	t.Parallel()
 	workers, rounds := 120, 10
 	if testing.Short() {
 		workers, rounds = 40, 5
@@ -582,7 +573,6 @@ func TestMutualExclusionCounter(t *testing.T) {
 // holder's key expires by itself (no signal), so the waiter's BLPOP times
 // out; its hold must last about its 60 ms expire.
 func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
-	t.Parallel()
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()
@@ -609,7 +599,6 @@ func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
 // released and Acquire returns ErrNotReplicated, never a lock a failover
 // could lose.
 func TestWokenWaiterWithReplicaAckIsAcknowledged(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))

@@ -91,7 +91,6 @@ func watchSurvivesLoading(t *testing.T, s *redistest.Server) {
 // clients reached") does not switch the watch off either: it retries, and
 // once there is room it watches again.
 func TestWatchSurvivesMaxClients(t *testing.T) {
-	t.Parallel()
 	watchSurvivesMaxClients(t, redistest.Start(t))
 }
 
@@ -136,7 +135,6 @@ func changeType(ctx context.Context, admin redis.UniversalClient, key string) er
 // ends as taken over. (WRONGTYPE was read as a redirect, and the hold was
 // watched again and again.) A takeover and a DEL are seen at once too.
 func TestWatchSeesEveryChange(t *testing.T) {
-	t.Parallel()
 	watchSeesEveryChange(t, redistest.Start(t))
 }
 
@@ -158,7 +156,6 @@ func watchSeesEveryChange(t *testing.T, s *redistest.Server) {
 // an unknown command or subcommand, a syntax error. Each server words them
 // its own way.
 func TestWatchRefusals(t *testing.T) {
-	t.Parallel()
 	watchRefusals(t, redistest.Start(t))
 }
 
@@ -740,7 +737,6 @@ func (l *lineLog) lines() []string {
 // connections) and the key watch sees a takeover (its reader and
 // subscriber, whose dialers wrap the client's).
 func TestWaitAndWatchOverTLS(t *testing.T) {
-	t.Parallel()
 	s := redistest.StartTLS(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -779,7 +775,6 @@ func TestWaitAndWatchOverTLS(t *testing.T) {
 // there (pipelined behind a BLPOP on the old master's connection) took it,
 // and the waiter held a lock that someone else held.
 func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a Sentinel failover")
 	}
