@@ -44,12 +44,13 @@ const (
 // RWMutex of such a name (KindWriter, KindReader), sorted by name, then
 // kind, then owner. Like
 // ResetAll, it walks the keys with SCAN on every master and looks only at
-// string keys (locks) and sorted sets (semaphores' holders); only
-// WithKeyPrefix applies among the options. It changes nothing but dropping
+// string keys (locks) and sorted sets (semaphores' holders). It takes
+// WithKeyPrefix and WithHashTag; any other option is refused (an error
+// matching ErrInvalidArgument). It changes nothing but dropping
 // semaphore holders that expired, as every semaphore script does. A lock
 // released while List runs is left out.
 func List(ctx context.Context, client redis.UniversalClient, namePattern string, opts ...Option) ([]LockInfo, error) {
-	ks, _, err := adminConfig(client, opts)
+	ks, _, err := adminConfig(client, opts, "List", "WithKeyPrefix", "WithHashTag")
 	if err != nil {
 		return nil, err
 	}

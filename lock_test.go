@@ -699,3 +699,63 @@ func TestInfo(t *testing.T) {
 		}
 	})
 }
+
+// An option a call does nothing with is refused, before anything is sent:
+// accepted and ignored, it would look as if it had worked. The same
+// options pass where they apply.
+func TestOptionsACallIgnoresAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	b := miniBackend(t)
+	c := b.client()
+	hook := &countHook{}
+	c.AddHook(hook)
+	refused := map[string]func() error{
+		"NewSemaphore WithHashTag": func() error {
+			_, err := redislock.NewSemaphore(c, "pool", 2, redislock.WithHashTag(false))
+			return err
+		},
+		"NewSemaphore WithTracking": func() error {
+			_, err := redislock.NewSemaphore(c, "pool", 2, redislock.WithTracking(false))
+			return err
+		},
+		"NewRWMutex WithHashTag": func() error {
+			_, err := redislock.NewRWMutex(c, "cfg", redislock.WithHashTag(true))
+			return err
+		},
+		"ResetAll WithExpire": func() error {
+			_, err := redislock.ResetAll(ctx, c, redislock.WithExpire(time.Second))
+			return err
+		},
+		"ResetAll WithID": func() error {
+			_, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("p:"), redislock.WithID("w1"))
+			return err
+		},
+		"List WithSignalExpire": func() error {
+			_, err := redislock.List(ctx, c, "*", redislock.WithSignalExpire(time.Second))
+			return err
+		},
+	}
+	for name, call := range refused {
+		err := call()
+		if !errors.Is(err, redislock.ErrInvalidArgument) || !strings.Contains(err.Error(), "does nothing in") {
+			t.Errorf("%s = %v, want an ErrInvalidArgument naming the option", name, err)
+		}
+	}
+	if n := hook.n; n != 0 {
+		t.Fatalf("%d commands sent by calls with refused options, want 0", n)
+	}
+	// Where they apply, the same options pass.
+	if _, err := redislock.NewRWMutex(c, "cfg", redislock.WithTracking(false)); err != nil {
+		t.Fatalf("NewRWMutex(WithTracking) = %v", err)
+	}
+	if _, err := redislock.NewSemaphore(c, "pool", 2, redislock.WithID("w1"), redislock.WithFencing()); err != nil {
+		t.Fatalf("NewSemaphore(WithID, WithFencing) = %v", err)
+	}
+	if _, err := redislock.ResetAll(ctx, c, redislock.WithKeyPrefix("p:"), redislock.WithSignalExpire(time.Second), redislock.WithHashTag(false)); err != nil {
+		t.Fatalf("ResetAll(WithKeyPrefix, WithSignalExpire, WithHashTag) = %v", err)
+	}
+	if _, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix("p:"), redislock.WithHashTag(false)); err != nil {
+		t.Fatalf("List(WithKeyPrefix, WithHashTag) = %v", err)
+	}
+}

@@ -3,6 +3,8 @@ package redislock
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,7 +39,38 @@ type config struct {
 	marginGiven  bool
 	observers    []Observer
 	logger       *slog.Logger
+	given        []string // the options given, by name (see only)
 }
+
+// mark records that the option name was given.
+func (c *config) mark(name string) { c.given = append(c.given, name) }
+
+// only returns an error matching ErrInvalidArgument that names the first
+// option given that call does nothing with (takes lists those it uses):
+// an option accepted and ignored would look as if it had worked.
+func (c *config) only(call string, takes ...string) error {
+	for _, g := range c.given {
+		if !slices.Contains(takes, g) {
+			return fmt.Errorf("%w: %s does nothing in %s, which takes only %s", ErrInvalidArgument, g, call, strings.Join(takes, ", "))
+		}
+	}
+	return nil
+}
+
+// without returns every option's name but those of skip.
+func without(skip ...string) []string {
+	var out []string
+	for _, n := range optionNames {
+		if !slices.Contains(skip, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// optionNames are the names of the options, as config.mark records them.
+var optionNames = []string{"WithExpire", "WithLogger", "WithObserver", "WithID", "WithSignalExpire", "WithKeyPrefix",
+	"WithAutoRenewal", "WithMaxHold", "WithFencing", "WithReplicaAck", "WithSafetyMargin", "WithTracking", "WithHashTag"}
 
 func newConfig(opts []Option) config {
 	c := config{signalExpire: DefaultSignalExpire, prefix: DefaultKeyPrefix}
@@ -64,7 +97,7 @@ func newConfig(opts []Option) config {
 // (ErrInvalidExpire): a share that never expires is lost for good when its
 // holder dies.
 func WithExpire(d time.Duration) Option {
-	return func(c *config) { c.expire, c.expireGiven = d, true }
+	return func(c *config) { c.mark("WithExpire"); c.expire, c.expireGiven = d, true }
 }
 
 // WithLogger has the Lock write its events to logger, through log/slog,
@@ -78,7 +111,7 @@ func WithExpire(d time.Duration) Option {
 // a process's logs unasked. A level the logger does not enable costs
 // nothing (no attribute is built).
 func WithLogger(logger *slog.Logger) Option {
-	return func(c *config) { c.logger = logger }
+	return func(c *config) { c.mark("WithLogger"); c.logger = logger }
 }
 
 // WithObserver adds obs to the observers of the Lock's events (see
@@ -87,6 +120,7 @@ func WithLogger(logger *slog.Logger) Option {
 // nothing.
 func WithObserver(obs Observer) Option {
 	return func(c *config) {
+		c.mark("WithObserver")
 		if obs != nil {
 			c.observers = append(c.observers, obs)
 		}
@@ -113,7 +147,7 @@ func WithObserver(obs Observer) Option {
 // (see Lock.Done) counts a key that holds the id as this hold's, extended
 // by another Lock or process with the id (python-redis-lock's extend()).
 func WithID(id string) Option {
-	return func(c *config) { c.id, c.idGiven = id, true }
+	return func(c *config) { c.mark("WithID"); c.id, c.idGiven = id, true }
 }
 
 // WithSignalExpire sets how long the wake-up signal pushed by a release
@@ -122,7 +156,7 @@ func WithID(id string) Option {
 // ErrInvalidSignalExpire. The woken waiter's turn (see the README's Mixed
 // fleets) is 100 ms, or the signal expire when that is shorter.
 func WithSignalExpire(d time.Duration) Option {
-	return func(c *config) { c.signalExpire = d }
+	return func(c *config) { c.mark("WithSignalExpire"); c.signalExpire = d }
 }
 
 // WithKeyPrefix sets the lock key's prefix exactly: the lock named name
@@ -132,7 +166,7 @@ func WithSignalExpire(d time.Duration) Option {
 // With "_mayan_lock:" the lock key is the one Mayan EDMS workers take with
 // SET NX PX. An empty prefix makes New return ErrInvalidPrefix.
 func WithKeyPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
+	return func(c *config) { c.mark("WithKeyPrefix"); c.prefix = prefix }
 }
 
 // WithAutoRenewal keeps the lock alive while it is held: a goroutine,
@@ -148,7 +182,7 @@ func WithKeyPrefix(prefix string) Option {
 // The default is no renewal: the key expires after the expire unless
 // Extend is called. Without WithExpire, New returns ErrInvalidAutoRenewal.
 func WithAutoRenewal() Option {
-	return func(c *config) { c.autoRenewal = true }
+	return func(c *config) { c.mark("WithAutoRenewal"); c.autoRenewal = true }
 }
 
 // WithMaxHold caps how long auto-renewal keeps one acquisition alive: the
@@ -160,7 +194,7 @@ func WithAutoRenewal() Option {
 // expire, or any value without WithAutoRenewal makes New return
 // ErrInvalidMaxHold.
 func WithMaxHold(d time.Duration) Option {
-	return func(c *config) { c.maxHold = d }
+	return func(c *config) { c.mark("WithMaxHold"); c.maxHold = d }
 }
 
 // WithFencing makes every successful acquire also return a fencing token,
@@ -181,7 +215,7 @@ func WithMaxHold(d time.Duration) Option {
 // sync (Check warns at MaxClockSkew). The default is no fencing, and no
 // fence key is written.
 func WithFencing() Option {
-	return func(c *config) { c.fencing = true }
+	return func(c *config) { c.mark("WithFencing"); c.fencing = true }
 }
 
 // WithReplicaAck makes every write of the lock key wait until n replicas
@@ -207,7 +241,11 @@ func WithFencing() Option {
 // may still promote one that missed the write (Check warns). The fence key
 // of WithFencing is written by the same script, so the ack covers it too.
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(c *config) { c.ack = replicaAck{n: n, timeout: timeout}; c.ackGiven = true }
+	return func(c *config) {
+		c.mark("WithReplicaAck")
+		c.ack = replicaAck{n: n, timeout: timeout}
+		c.ackGiven = true
+	}
 }
 
 // WithSafetyMargin sets how long before the lock key can expire a hold
@@ -222,7 +260,7 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // below 0 or above half the expire, or any value on a Lock without
 // expire, makes New return ErrInvalidSafetyMargin.
 func WithSafetyMargin(d time.Duration) Option {
-	return func(c *config) { c.margin, c.marginGiven = d, true }
+	return func(c *config) { c.mark("WithSafetyMargin"); c.margin, c.marginGiven = d, true }
 }
 
 // DefaultSafetyMargin is the safety margin of a Lock with the given expire
@@ -254,7 +292,7 @@ func DefaultSafetyMargin(expire time.Duration) time.Duration {
 // next renewal, or at the local deadline; Check reports it. With false,
 // holds are never watched.
 func WithTracking(on bool) Option {
-	return func(c *config) { c.noTracking = !on }
+	return func(c *config) { c.mark("WithTracking"); c.noTracking = !on }
 }
 
 // WithHashTag chooses the key scheme. With true the name is wrapped in a
@@ -268,7 +306,7 @@ func WithTracking(on bool) Option {
 // ErrCrossSlot: python-redis-lock's keys hash to different slots and every
 // script would fail with CROSSSLOT.
 func WithHashTag(on bool) Option {
-	return func(c *config) { c.hashTag = &on }
+	return func(c *config) { c.mark("WithHashTag"); c.hashTag = &on }
 }
 
 // tagged says whether the keys for client are hash-tagged.

@@ -37,9 +37,9 @@ func (l *Lock) Reset(ctx context.Context) error {
 // keyspace with SCAN, never KEYS, on every master of a cluster client, and
 // touches only string keys whose name starts with the prefix: glob
 // characters in the prefix are escaped, and the signal lists and other keys
-// are left alone. Only WithKeyPrefix and WithSignalExpire apply; a bad
-// value is an error matching ErrInvalidArgument, returned before any
-// command is sent.
+// are left alone. It takes WithKeyPrefix, WithSignalExpire, WithHashTag
+// and WithLogger; any other option, or a bad value, is an error matching
+// ErrInvalidArgument, returned before any command is sent.
 //
 // It also resets every semaphore and RWMutex under the prefix (see
 // Semaphore.Reset and RWMutex.Reset).
@@ -49,7 +49,7 @@ func (l *Lock) Reset(ctx context.Context) error {
 // returns the count so far with the error. Locks taken while it runs may or
 // may not be reset, as SCAN guarantees.
 func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
-	ks, c, err := adminConfig(client, opts)
+	ks, c, err := adminConfig(client, opts, "ResetAll", "WithKeyPrefix", "WithSignalExpire", "WithHashTag", "WithLogger")
 	if err != nil {
 		return 0, err
 	}
@@ -118,7 +118,9 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 }
 
 // adminConfig checks the client and options of a package-level call.
-func adminConfig(client redis.UniversalClient, opts []Option) (wire.Scheme, config, error) {
+// call names it in errors, and takes lists the options it uses: any
+// other is refused.
+func adminConfig(client redis.UniversalClient, opts []Option, call string, takes ...string) (wire.Scheme, config, error) {
 	if isNil(client) {
 		return wire.Scheme{}, config{}, ErrNilClient
 	}
@@ -126,6 +128,9 @@ func adminConfig(client redis.UniversalClient, opts []Option) (wire.Scheme, conf
 		return wire.Scheme{}, config{}, err
 	}
 	c := newConfig(opts)
+	if err := c.only(call, takes...); err != nil {
+		return wire.Scheme{}, c, err
+	}
 	if err := c.validate(); err != nil {
 		return wire.Scheme{}, c, err
 	}

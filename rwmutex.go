@@ -61,12 +61,12 @@ const DefaultExpire = 30 * time.Second
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
 // Redis: it checks its arguments as NewSemaphore does (an expire of 0 is
 // refused, the default is DefaultExpire; a name with '}' is
-// ErrInvalidHashTag). The options are the Lock's; WithHashTag does not
-// apply (the keys are always tagged), and WithTracking applies to the
-// writer's hold only (a reader learns of a loss at its renewal or local
-// deadline).
+// ErrInvalidHashTag). The options are the Lock's but for WithHashTag (the
+// keys are always tagged), which is refused with an error matching
+// ErrInvalidArgument; WithTracking applies to the writer's hold only (a
+// reader learns of a loss at its renewal or local deadline).
 func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWMutex, error) {
-	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts)
+	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, without("WithHashTag"))
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 // familyConfig checks the arguments of NewSemaphore and NewRWMutex and
 // returns the checked config, the client's read timeout and the (tagged)
 // key scheme. kind names the primitive in errors.
-func familyConfig(client redis.UniversalClient, name, kind string, opts []Option) (config, time.Duration, wire.Scheme, error) {
+func familyConfig(client redis.UniversalClient, name, kind string, opts []Option, takes []string) (config, time.Duration, wire.Scheme, error) {
 	wrap := func(err error) error { return fmt.Errorf("%s %q: %w", kind, name, err) }
 	if isNil(client) {
 		return config{}, 0, wire.Scheme{}, wrap(ErrNilClient)
@@ -107,6 +107,9 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidName)
 	}
 	c := newConfig(opts)
+	if err := c.only("a "+kind, takes...); err != nil { // its keys are always hash-tagged; a semaphore's holders are not watched
+		return config{}, 0, wire.Scheme{}, wrap(err)
+	}
 	if !c.expireGiven {
 		c.expire = DefaultExpire
 	}

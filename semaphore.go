@@ -48,9 +48,10 @@ type Semaphore struct {
 // option's error, all matching ErrInvalidArgument. Without WithExpire a
 // permit lasts DefaultExpire.
 //
-// The options are the Lock's. WithHashTag does not apply (a semaphore's
-// keys are always hash-tagged) nor does WithTracking (a holder learns of a
-// loss at its renewal or local deadline, as an untracked Lock does).
+// The options are the Lock's but for WithHashTag (a semaphore's keys are
+// always hash-tagged) and WithTracking (a holder learns of a loss at its
+// renewal or local deadline, as an untracked Lock does): either is refused
+// with an error matching ErrInvalidArgument.
 //
 // Every process that uses the name must use the same size: an Acquire
 // that finds holders with another size fails with ErrSizeMismatch and
@@ -59,7 +60,7 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	if size < 1 {
 		return nil, fmt.Errorf("semaphore %q: %w", name, ErrInvalidSize)
 	}
-	c, rt, ks, err := familyConfig(client, name, "semaphore", opts)
+	c, rt, ks, err := familyConfig(client, name, "semaphore", opts, without("WithHashTag", "WithTracking"))
 	if err != nil {
 		return nil, err
 	}
