@@ -158,7 +158,7 @@ func ExampleResetAll() {
 	n, err := redislock.ResetAll(ctx, client)
 	fmt.Println(n, err)
 	// Output:
-	// <nil>
+	// 1 <nil>
 	// 2 <nil>
 }
 
@@ -180,8 +180,8 @@ func ExampleLock_Do() {
 
 	err = lock.Do(ctx, func(ctx context.Context) error {
 		admin, _ := redislock.New(client, "ocr:doc-17")
-		_ = admin.Reset(ctx) // an operator frees the lock under us
-		<-ctx.Done()         // noticed at the next renewal (400 ms)
+		_, _ = admin.Reset(ctx) // an operator frees the lock under us
+		<-ctx.Done()            // noticed at the next renewal (400 ms)
 		fmt.Println("stopped:", errors.Is(context.Cause(ctx), redislock.ErrLost))
 		return context.Cause(ctx)
 	})

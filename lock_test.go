@@ -281,8 +281,11 @@ func TestNonUTF8OwnerValue(t *testing.T) {
 		if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("Release() = %v, want ErrNotAcquired", err)
 		}
-		if err := l.Reset(ctx); err != nil {
-			t.Fatalf("Reset() = %v", err)
+		if n, err := l.Reset(ctx); n != 1 || err != nil {
+			t.Fatalf("Reset() of a held lock = %d, %v; want 1 hold dropped", n, err)
+		}
+		if n, err := l.Reset(ctx); n != 0 || err != nil {
+			t.Fatalf("Reset() of a free lock = %d, %v; want 0", n, err)
 		}
 		if err := l.TryAcquire(ctx); err != nil {
 			t.Fatalf("TryAcquire() after reset = %v", err)
@@ -444,7 +447,7 @@ func TestResetAndResetAll(t *testing.T) {
 		c.Set(ctx, "lockx", "not a lock", 0)
 		c.Set(ctx, "app:lock:a", "not a lock", 0)
 
-		if err := locks[0].Reset(ctx); err != nil {
+		if _, err := locks[0].Reset(ctx); err != nil {
 			t.Fatalf("Reset() = %v", err)
 		}
 		if n := c.Exists(ctx, "lock:a").Val(); n != 0 {

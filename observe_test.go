@@ -167,7 +167,7 @@ func TestLogEvents(t *testing.T) {
 
 	// Reset, then a Release that finds the key gone: INFO, then WARN.
 	mustAcquire(t, ctx, holder)
-	if err := holder.Reset(ctx); err != nil {
+	if _, err := holder.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
 	reset := rec.find(t, "redis_lock.reset", slog.LevelInfo, "reset lock")

@@ -119,7 +119,7 @@ func TestLostReleaseReplyIsARelease(t *testing.T) {
 	// A Reset while the hold is valid, and no retry: the missing key is a
 	// loss, not a release.
 	l6 := warmLock(t, ctx, c, "job6", redislock.WithExpire(time.Minute))
-	if err := l6.Reset(ctx); err != nil {
+	if _, err := l6.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := l6.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) || !errors.Is(l6.Err(), redislock.ErrExpired) {

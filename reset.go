@@ -18,8 +18,10 @@ const scanCount = 1000
 // Reset deletes the lock key whoever holds it and wakes one waiter, like
 // python-redis-lock's reset. It is for administration and recovery: the
 // holder is not told, and its Release will return ErrNotAcquired. Reset on
-// a free lock still pushes a wake-up signal, which does no harm.
-func (l *Lock) Reset(ctx context.Context) error {
+// a free lock still pushes a wake-up signal, which does no harm. It
+// returns how many holds it dropped (1, or 0 for a free lock), as
+// Semaphore.Reset and RWMutex.Reset do.
+func (l *Lock) Reset(ctx context.Context) (int, error) {
 	var deleted int
 	err := topology.Do(ctx, l.client, func() (err error) {
 		deleted, err = wire.Reset.Run(ctx, l.client, l.keys, l.signalExpireMS, l.turnMS).Int()
@@ -27,9 +29,9 @@ func (l *Lock) Reset(ctx context.Context) error {
 	})
 	l.ev.reset(ctx, l.info(""), deleted, err)
 	if err != nil {
-		return l.wrap(fmt.Errorf("reset: %w", err))
+		return 0, l.wrap(fmt.Errorf("reset: %w", err))
 	}
-	return nil
+	return deleted, nil
 }
 
 // ResetAll resets every lock under the key prefix (WithKeyPrefix; by default

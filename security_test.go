@@ -252,7 +252,7 @@ func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 	}
 	owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 	mustAcquire(t, ctx, owner)
-	if err := other.Reset(ctx); err != nil || admin.Exists(ctx, "lock:job").Val() != 0 {
+	if _, err := other.Reset(ctx); err != nil || admin.Exists(ctx, "lock:job").Val() != 0 {
 		t.Fatalf("Reset() = %v: the explicit reset must free the lock", err)
 	}
 }
@@ -281,7 +281,7 @@ func TestHostileNames(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("Release(%q) = %v", name, err)
 		}
-		if err := l.Reset(ctx); err != nil {
+		if _, err := l.Reset(ctx); err != nil {
 			t.Fatalf("Reset(%q) = %v", name, err)
 		}
 	}

@@ -39,7 +39,8 @@ var lossCases = []lossCase{
 		if err != nil {
 			return err
 		}
-		return l.Reset(ctx)
+		_, err = l.Reset(ctx)
+		return err
 	}, redislock.ErrExpired},
 	{"DEL", func(ctx context.Context, admin redis.UniversalClient, key string) error {
 		return admin.Del(ctx, key).Err()

@@ -261,7 +261,7 @@ func TestResetWakesWaiter(t *testing.T) {
 	waitBlocked(t, admin, 1)
 
 	reset := time.Now()
-	if err := mustNew(t, admin, "job").Reset(ctx); err != nil {
+	if _, err := mustNew(t, admin, "job").Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r := receive(t, done)

@@ -8,20 +8,16 @@ import (
 )
 
 // The Semaphore and the RWMutex: a permit, a read hold and a write hold
-// are lost and stolen as a Lock's hold is (see ForceLoss and Steal).
+// are lost (see ForceLoss) and a permit stolen as a Lock's hold is.
 
-// ForceLossPermit makes s lose the permit it holds, as if it had expired
-// (or been reset): its id is dropped from the semaphore's holders. s
-// learns of it at its next renewal or at its local deadline (a semaphore's
-// key is not watched); Done then closes and Err matches redislock.ErrLost
-// and redislock.ErrExpired. It fails the test when s holds no permit on
-// this server. During an Outage the in-process server is changed at once;
-// a real one when the outage ends.
-func (s *Server) ForceLossPermit(sem *redislock.Semaphore) {
+// dropHold drops id from the holders in the sorted set key (a permit, a
+// read hold), as if it had expired; it fails the test when id is not
+// there.
+func (s *Server) dropHold(key, id string) {
 	s.t.Helper()
-	s.mustHoldMember("ForceLossPermit", sem.Key(), sem.ID())
-	if err := s.dropMember(sem.Key(), sem.ID()); err != nil {
-		s.t.Fatalf("redislocktest: ForceLossPermit: %v", err)
+	s.mustHoldMember("ForceLoss", key, id)
+	if err := s.dropMember(key, id); err != nil {
+		s.t.Fatalf("redislocktest: ForceLoss: %v", err)
 	}
 }
 
@@ -30,7 +26,7 @@ func (s *Server) ForceLossPermit(sem *redislock.Semaphore) {
 // least redislock.WithKeyPrefix and redislock.WithFencing when s has them:
 // its fencing token is then above s's). s's permit is dropped first, so
 // the thief takes it even when the semaphore is full; s learns of the
-// loss as ForceLossPermit describes. Needs the server up.
+// loss as ForceLoss describes. Needs the server up.
 func (s *Server) StealPermit(sem *redislock.Semaphore, opts ...redislock.Option) *redislock.Semaphore {
 	s.t.Helper()
 	thief, err := redislock.NewSemaphore(s.admin, sem.Name(), sem.Size(), opts...)
@@ -40,7 +36,7 @@ func (s *Server) StealPermit(sem *redislock.Semaphore, opts ...redislock.Option)
 	if thief.Key() != sem.Key() {
 		s.t.Fatalf("redislocktest: StealPermit: the thief's key %q is not %q: give it the semaphore's WithKeyPrefix", thief.Key(), sem.Key())
 	}
-	s.ForceLossPermit(sem)
+	s.dropHold(sem.Key(), sem.ID())
 	if err := thief.TryAcquire(context.Background()); err != nil {
 		s.t.Fatalf("redislocktest: StealPermit: %v", err)
 	}
@@ -50,30 +46,20 @@ func (s *Server) StealPermit(sem *redislock.Semaphore, opts ...redislock.Option)
 	return thief
 }
 
-// ForceLossRW makes rw lose its current hold. A read hold is dropped
-// from the readers, as if it had expired (reason must be Expired); a write
-// hold is lost as ForceLoss loses a Lock's, with Expired or TakenOver (a
-// watched writer hears of it within milliseconds). rw learns of it as
-// ForceLoss describes. It fails the test when rw holds nothing on this
-// server.
-func (s *Server) ForceLossRW(rw *redislock.RWMutex, reason error) {
+// forceLossRW is ForceLoss of rw's current hold: a write hold is lost as
+// a Lock's, a read hold is dropped from the readers (Expired only).
+func (s *Server) forceLossRW(rw *redislock.RWMutex, reason error) {
 	s.t.Helper()
-	if reason != Expired && reason != TakenOver {
-		s.t.Fatalf("redislocktest: ForceLossRW reason %v: want redislocktest.Expired or redislocktest.TakenOver", reason)
-	}
 	if s.holds(rw.Key(), rw.ID()) {
 		if err := s.overwrite(rw.Key(), reason == TakenOver, thiefID); err != nil {
-			s.t.Fatalf("redislocktest: ForceLossRW: %v", err)
+			s.t.Fatalf("redislocktest: ForceLoss: %v", err)
 		}
 		return
 	}
 	if reason != Expired {
-		s.t.Fatalf("redislocktest: ForceLossRW: a read hold cannot be taken over: use redislocktest.Expired")
+		s.t.Fatalf("redislocktest: ForceLoss: a read hold cannot be taken over: use redislocktest.Expired")
 	}
-	s.mustHoldMember("ForceLossRW", rw.ReadersKey(), rw.ID())
-	if err := s.dropMember(rw.ReadersKey(), rw.ID()); err != nil {
-		s.t.Fatalf("redislocktest: ForceLossRW: %v", err)
-	}
+	s.dropHold(rw.ReadersKey(), rw.ID())
 }
 
 // holds reports whether the string key holds id.

@@ -20,7 +20,7 @@ func waitClosed(t *testing.T, done <-chan struct{}, within time.Duration) {
 	}
 }
 
-// A semaphore's permit: ForceLossPermit ends the hold with ErrExpired;
+// A semaphore's permit: ForceLoss ends the hold with ErrExpired;
 // StealPermit gives it to a thief with a higher token, even when full.
 func TestForceLossAndStealPermit(t *testing.T) {
 	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
@@ -33,7 +33,7 @@ func TestForceLossAndStealPermit(t *testing.T) {
 		if err := sem.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.ForceLossPermit(sem)
+		s.ForceLoss(sem, redislocktest.Expired)
 		waitClosed(t, sem.Done(), 3*time.Second)
 		if err := sem.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
 			t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
@@ -54,7 +54,7 @@ func TestForceLossAndStealPermit(t *testing.T) {
 }
 
 // An RWMutex's read hold and write hold are each lost as asked.
-func TestForceLossRW(t *testing.T) {
+func TestForceLossOfAnRWMutex(t *testing.T) {
 	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
 		ctx := context.Background()
 		rw, err := redislock.NewRWMutex(s.Client(), "cfg", redislock.WithExpire(testExpire), redislock.WithAutoRenewal())
@@ -64,7 +64,7 @@ func TestForceLossRW(t *testing.T) {
 		if err := rw.RLock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.ForceLossRW(rw, redislocktest.Expired)
+		s.ForceLoss(rw, redislocktest.Expired)
 		waitClosed(t, rw.Done(), 3*time.Second)
 		if err := rw.Err(); !errors.Is(err, redislock.ErrLost) {
 			t.Fatalf("read hold's Err() = %v, want ErrLost", err)
@@ -72,7 +72,7 @@ func TestForceLossRW(t *testing.T) {
 		if err := rw.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.ForceLossRW(rw, redislocktest.TakenOver)
+		s.ForceLoss(rw, redislocktest.TakenOver)
 		waitClosed(t, rw.Done(), 3*time.Second)
 		if err := rw.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrTakenOver) {
 			t.Fatalf("write hold's Err() = %v, want ErrLost and ErrTakenOver", err)

@@ -92,6 +92,13 @@ func TestMisuseFailsTheTest(t *testing.T) {
 			}
 			want("ForceLoss of a Lock that does not hold", r.fails(func() { s.ForceLoss(idle, redislocktest.Expired) }), "does not hold its lock")
 			want("Steal from a Lock that does not hold", r.fails(func() { s.Steal(idle) }), "does not hold its lock")
+			sem, err := redislock.NewSemaphore(s.Client(), "pool", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want("ForceLoss of a Semaphore that holds no permit", r.fails(func() { s.ForceLoss(sem, redislocktest.Expired) }), "ForceLoss")
+			want("ForceLoss of a permit as taken over", r.fails(func() { s.ForceLoss(sem, redislocktest.TakenOver) }), "a permit cannot be taken over")
+			want("ForceLoss of another type", r.fails(func() { s.ForceLoss(idleHolder{}, redislocktest.Expired) }), "want a *redislock.Lock, *redislock.Semaphore or *redislock.RWMutex")
 			want("Steal with another key prefix", r.fails(func() { s.Steal(l, redislock.WithKeyPrefix("other:")) }), "give it l's WithKeyPrefix")
 			if owner, err := l.OwnerID(ctx); err != nil || owner != l.ID() {
 				t.Fatalf("after the refused calls the key holds %q (%v), want the holder's id", owner, err)
@@ -189,3 +196,9 @@ func testOutageEndsWithTheTest(t *testing.T, kind string) {
 		t.Fatalf("PING after the test's cleanup ended the outage: %v after %v", err, time.Since(start))
 	}
 }
+
+// idleHolder has a key and an id, but is none of the types ForceLoss knows.
+type idleHolder struct{}
+
+func (idleHolder) Key() string { return "lock:job" }
+func (idleHolder) ID() string  { return "someone" }

@@ -3,8 +3,8 @@
 // outage. It gives a Redis for one test, in-process (NewMini, miniredis)
 // or a real redis-server on a free loopback port (NewReal), and acts on
 // the locks of that server as an operator or an outage would: ForceLoss,
-// Steal, FastForward, Outage; for a Semaphore ForceLossPermit and
-// StealPermit, for an RWMutex ForceLossRW.
+// Steal, FastForward, Outage; ForceLoss also takes a Semaphore and an
+// RWMutex, and StealPermit steals a Semaphore's permit.
 //
 // The locks under test are real redislock Locks talking to a real Redis
 // protocol: what the test shows is what production does, which a mock of
@@ -212,29 +212,51 @@ func (s *Server) mustHold(helper string, l *redislock.Lock) {
 	}
 }
 
-// ForceLoss makes l lose the lock it holds as a real outage would: with
-// Expired its key is deleted, with TakenOver it is overwritten by another
-// owner's id, which holds it for a minute (delete the key, or Reset the
-// lock, to free it sooner; Steal gives a thief that can release). Nothing
-// is changed in l: it learns of the loss as in production, at once where
-// its key is watched (a real server, WithTracking on by default), else at
-// its next renewal or at its local deadline. Done then closes and Err
-// matches redislock.ErrLost and reason; a Do callback's context is
-// cancelled. A hold with no expire (New's default) has neither renewal
-// nor deadline: on the in-process server, or with tracking off, it never
-// learns of the loss.
+// ForceLoss makes h, a *redislock.Lock, *redislock.Semaphore or
+// *redislock.RWMutex, lose the hold it has as a real outage would:
+//   - a Lock's key, with Expired, is deleted; with TakenOver it is
+//     overwritten by another owner's id, which holds it for a minute (delete
+//     the key, or Reset the lock, to free it sooner; Steal gives a thief
+//     that can release);
+//   - an RWMutex's write hold is lost as a Lock's; its read hold is dropped
+//     from the readers (Expired only: a read hold cannot be taken over);
+//   - a Semaphore's permit is dropped from the holders (Expired only).
 //
-// It fails the test when l's key does not hold l's id on this server, and
-// for a reason other than Expired and TakenOver. During an Outage the
-// in-process server is changed at once; a real one when the outage ends.
-func (s *Server) ForceLoss(l *redislock.Lock, reason error) {
+// Nothing is changed in h: it learns of the loss as in production, at once
+// where its key is watched (a Lock's or a writer's, on a real server,
+// WithTracking on by default), else at its next renewal or at its local
+// deadline. Done then closes and Err matches redislock.ErrLost and reason;
+// a Do callback's context is cancelled. A hold with no expire (New's
+// default) has neither renewal nor deadline: on the in-process server, or
+// with tracking off, it never learns of the loss.
+//
+// It fails the test when h holds nothing on this server, for a reason
+// other than Expired and TakenOver, and for any other type. During an
+// Outage the in-process server is changed at once; a real one when the
+// outage ends.
+func (s *Server) ForceLoss(h interface {
+	Key() string
+	ID() string
+}, reason error) {
 	s.t.Helper()
 	if reason != Expired && reason != TakenOver {
 		s.t.Fatalf("redislocktest: ForceLoss reason %v: want redislocktest.Expired or redislocktest.TakenOver", reason)
 	}
-	s.mustHold("ForceLoss", l)
-	if err := s.overwrite(l.Key(), reason == TakenOver, thiefID); err != nil {
-		s.t.Fatalf("redislocktest: ForceLoss: %v", err)
+	switch h := h.(type) {
+	case *redislock.Lock:
+		s.mustHold("ForceLoss", h)
+		if err := s.overwrite(h.Key(), reason == TakenOver, thiefID); err != nil {
+			s.t.Fatalf("redislocktest: ForceLoss: %v", err)
+		}
+	case *redislock.Semaphore:
+		if reason != Expired {
+			s.t.Fatalf("redislocktest: ForceLoss: a permit cannot be taken over: use redislocktest.Expired")
+		}
+		s.dropHold(h.Key(), h.ID())
+	case *redislock.RWMutex:
+		s.forceLossRW(h, reason)
+	default:
+		s.t.Fatalf("redislocktest: ForceLoss of a %T: want a *redislock.Lock, *redislock.Semaphore or *redislock.RWMutex", h)
 	}
 }
 

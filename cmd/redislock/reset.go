@@ -44,7 +44,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	owner, err := lock.OwnerID(ctx)
 	if err == nil {
-		err = lock.Reset(ctx)
+		_, err = lock.Reset(ctx)
 	}
 	if err != nil {
 		return fail(stderr, "reset", exitFail, err)
