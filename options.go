@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,31 +45,27 @@ type config struct {
 func (c *config) mark(name string) { c.given = append(c.given, name) }
 
 // only returns an error matching ErrInvalidArgument that names the first
-// option given that call does nothing with (takes lists those it uses):
+// option given that call does nothing with, takes listing those it uses:
 // an option accepted and ignored would look as if it had worked.
 func (c *config) only(call string, takes ...string) error {
+	return c.refuse(call, func(name string) bool { return !slices.Contains(takes, name) })
+}
+
+// ignoring is only for a call that uses every option but those it ignores.
+func (c *config) ignoring(call string, ignores ...string) error {
+	return c.refuse(call, func(name string) bool { return slices.Contains(ignores, name) })
+}
+
+// refuse returns an error matching ErrInvalidArgument naming the first
+// option given for which ignored is true.
+func (c *config) refuse(call string, ignored func(name string) bool) error {
 	for _, g := range c.given {
-		if !slices.Contains(takes, g) {
-			return fmt.Errorf("%w: %s does nothing in %s, which takes only %s", ErrInvalidArgument, g, call, strings.Join(takes, ", "))
+		if ignored(g) {
+			return fmt.Errorf("%w: %s does nothing in %s", ErrInvalidArgument, g, call)
 		}
 	}
 	return nil
 }
-
-// without returns every option's name but those of skip.
-func without(skip ...string) []string {
-	var out []string
-	for _, n := range optionNames {
-		if !slices.Contains(skip, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// optionNames are the names of the options, as config.mark records them.
-var optionNames = []string{"WithExpire", "WithLogger", "WithObserver", "WithID", "WithSignalExpire", "WithKeyPrefix",
-	"WithAutoRenewal", "WithMaxHold", "WithFencing", "WithReplicaAck", "WithSafetyMargin", "WithTracking", "WithHashTag"}
 
 func newConfig(opts []Option) config {
 	c := config{signalExpire: DefaultSignalExpire, prefix: DefaultKeyPrefix}

@@ -66,7 +66,7 @@ const DefaultExpire = 30 * time.Second
 // ErrInvalidArgument; WithTracking applies to the writer's hold only (a
 // reader learns of a loss at its renewal or local deadline).
 func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWMutex, error) {
-	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, without("WithHashTag"))
+	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, "WithHashTag")
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +94,9 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 
 // familyConfig checks the arguments of NewSemaphore and NewRWMutex and
 // returns the checked config, the client's read timeout and the (tagged)
-// key scheme. kind names the primitive in errors.
-func familyConfig(client redis.UniversalClient, name, kind string, opts []Option, takes []string) (config, time.Duration, wire.Scheme, error) {
+// key scheme. kind names the primitive in errors;
+// ignores are the options it does nothing with, refused.
+func familyConfig(client redis.UniversalClient, name, kind string, opts []Option, ignores ...string) (config, time.Duration, wire.Scheme, error) {
 	wrap := func(err error) error { return fmt.Errorf("%s %q: %w", kind, name, err) }
 	if isNil(client) {
 		return config{}, 0, wire.Scheme{}, wrap(ErrNilClient)
@@ -107,7 +108,7 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidName)
 	}
 	c := newConfig(opts)
-	if err := c.only("a "+kind, takes...); err != nil { // its keys are always hash-tagged; a semaphore's holders are not watched
+	if err := c.ignoring("a "+kind, ignores...); err != nil { // its keys are always hash-tagged; a semaphore's holders are not watched
 		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
 	if !c.expireGiven {

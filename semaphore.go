@@ -60,7 +60,7 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	if size < 1 {
 		return nil, fmt.Errorf("semaphore %q: %w", name, ErrInvalidSize)
 	}
-	c, rt, ks, err := familyConfig(client, name, "semaphore", opts, without("WithHashTag", "WithTracking"))
+	c, rt, ks, err := familyConfig(client, name, "semaphore", opts, "WithHashTag", "WithTracking")
 	if err != nil {
 		return nil, err
 	}
