@@ -216,20 +216,27 @@ func TestRunExitCodeAndRenewal(t *testing.T) {
 		t.Fatal("lock left held after the runs")
 	}
 
-	// A command that outlives the expire four times keeps the lock: for
-	// its first second (over three expires) the key holds its id.
-	cmd := cliCmd(t, "run", "--redis", url, "--expire", "300ms", "--id", "cli-run", "job", "--", "sleep", "1.2")
+	// A command that outlives the expire twice keeps the lock: for its
+	// first 3 s the key holds its id. The expire is no shorter than 1.5 s:
+	// run's safety margin is half of it, so each renewal has a sixth of
+	// it (250 ms) to land before the local deadline, time enough on a
+	// loaded machine (with 300 ms, 50 ms, CI's race run lost the lock).
+	cmd := cliCmd(t, "run", "--redis", url, "--expire", "1500ms", "--id", "cli-run", "job", "--", "sleep", "3.3")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitKey(t, admin, "lock:job")
-	for start := time.Now(); time.Since(start) < time.Second; time.Sleep(10 * time.Millisecond) {
+	for start := time.Now(); time.Since(start) < 3*time.Second; time.Sleep(10 * time.Millisecond) {
 		if got, err := admin.Get(ctx, "lock:job").Result(); err != nil || got != "cli-run" {
-			t.Fatalf("%v into the run the key holds %q (%v), want cli-run", time.Since(start), got, err)
+			cmd.Process.Kill()
+			cmd.Wait() // stderr is complete once Wait returns
+			t.Fatalf("%v into the run the key holds %q (%v), want cli-run; run said %q", time.Since(start), got, err, stderr.String())
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("run: %v", err)
+		t.Fatalf("run: %v; it said %q", err, stderr.String())
 	}
 	if admin.Exists(ctx, "lock:job").Val() != 0 {
 		t.Fatal("lock left held after the run")
