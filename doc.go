@@ -57,9 +57,10 @@
 // (the module redislockotel records OpenTelemetry metrics and spans).
 // Default owner ids say which host and process hold a lock (ParseOwner).
 //
-// Cache computes a missing value once across every process, on the lock
-// python-redis-lock's locked_get_or_set takes ("get_or_set:<key>"), and
-// stores it only while that lock is still its own.
+// Package cache computes a missing value once across every process, on
+// the lock python-redis-lock's locked_get_or_set takes
+// ("get_or_set:<key>"), and stores it only while that lock is still its
+// own.
 //
 // The package redislocktest gives tests a Redis (in-process or real) and
 // makes held locks lost, stolen, expired or unreachable, as production

@@ -98,34 +98,16 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// blockedClients returns INFO clients' blocked_clients of a real server.
+// blockedClients is redistest.BlockedClients.
 func blockedClients(t testing.TB, c *redis.Client) int {
 	t.Helper()
-	info, err := c.Info(context.Background(), "clients").Result()
-	if err != nil {
-		t.Fatalf("INFO clients: %v", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	t.Fatal("INFO clients has no blocked_clients")
-	return 0
+	return redistest.BlockedClients(t, c)
 }
 
-// waitBlocked waits until n clients are blocked on the server (waiters are
-// in BLPOP), failing the test after 10 s.
+// waitBlocked is redistest.WaitBlocked.
 func waitBlocked(t testing.TB, c *redis.Client, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for blockedClients(t, c) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %d blocked clients, have %d", n, blockedClients(t, c))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	redistest.WaitBlocked(t, c, n)
 }
 
 // commandStats returns INFO commandstats' calls per command of a real

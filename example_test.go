@@ -342,50 +342,6 @@ func ExampleParseOwner() {
 	// false
 }
 
-// Computing a missing value once across every process: the first caller
-// computes, the others wait on the lock's signal and share the value.
-func ExampleCache_GetOrCompute() {
-	client, closeAll := newExampleClient()
-	defer closeAll()
-	ctx := context.Background()
-
-	cache, err := redislock.NewCache(client)
-	if err != nil {
-		panic(err)
-	}
-	defer cache.Close(ctx)
-	render := func(ctx context.Context) ([]byte, error) {
-		return []byte("<h1>report</h1>"), nil // the expensive part
-	}
-	v, res, err := cache.GetOrCompute(ctx, "page:report", time.Minute, render)
-	fmt.Println(string(v), res, err)
-	v, res, err = cache.GetOrCompute(ctx, "page:report", time.Minute, render)
-	fmt.Println(string(v), res, err)
-	// Output:
-	// <h1>report</h1> computed <nil>
-	// <h1>report</h1> hit <nil>
-}
-
-// A typed cache: values go through JSON.
-func ExampleTypedCache() {
-	client, closeAll := newExampleClient()
-	defer closeAll()
-	ctx := context.Background()
-
-	cache, err := redislock.NewCache(client)
-	if err != nil {
-		panic(err)
-	}
-	defer cache.Close(ctx)
-	type user struct{ Name string }
-	users := redislock.NewTypedCache[user](cache, nil)
-	u, res, err := users.GetOrCompute(ctx, "user:42", time.Minute, func(context.Context) (user, error) {
-		return user{Name: "Ada"}, nil // from the database
-	})
-	fmt.Println(u.Name, res, err)
-	// Output: Ada computed <nil>
-}
-
 // At most two workers call the API at once: eight goroutines, each with a
 // Semaphore of its own (one per holder), share two permits.
 func ExampleSemaphore() {

@@ -573,7 +573,6 @@ func TestBadInput(t *testing.T) {
 			"New":          func() error { _, err := redislock.New(nc, "job"); return err },
 			"NewSemaphore": func() error { _, err := redislock.NewSemaphore(nc, "pool", 2); return err },
 			"NewRWMutex":   func() error { _, err := redislock.NewRWMutex(nc, "cfg"); return err },
-			"NewCache":     func() error { _, err := redislock.NewCache(nc); return err },
 			"ResetAll":     func() error { _, err := redislock.ResetAll(ctx, nc); return err },
 			"List":         func() error { _, err := redislock.List(ctx, nc, "*"); return err },
 			"Check":        func() error { _, err := redislock.Check(ctx, nc); return err },

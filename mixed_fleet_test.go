@@ -17,77 +17,9 @@ import (
 )
 
 // A Go fleet next to python-redis-lock 4.x: fair turns, and the corners
-// where the two differ. python-redis-lock cannot be installed here: pyLock
+// where the two differ. python-redis-lock cannot be installed here: redistest.PyLock
 // replays what it sends, command for command and script effect for script
 // effect.
-
-// pyLock plays a python-redis-lock Lock(redis, name, expire=E, id=id).
-type pyLock struct {
-	c      *redis.Client
-	name   string
-	id     string
-	expire int // whole seconds: python-redis-lock truncates with int()
-}
-
-func (p pyLock) key() string    { return "lock:" + p.name }
-func (p pyLock) signal() string { return "lock-signal:" + p.name }
-
-// acquire is python-redis-lock's acquire(blocking, timeout): SET NX EX;
-// when busy and blocking, BLPOP the signal list for timeout (or the
-// expire; whole seconds), then SET NX again in a second round trip; after
-// a BLPOP that timed out with a timeout given, one last SET NX.
-func (p pyLock) acquire(ctx context.Context, blocking bool, timeout int) bool {
-	blpop := timeout
-	if blpop == 0 {
-		blpop = p.expire
-	}
-	timedOut := false
-	for {
-		if p.c.SetNX(ctx, p.key(), p.id, time.Duration(p.expire)*time.Second).Val() {
-			return true
-		}
-		if !blocking || timedOut {
-			return false
-		}
-		err := p.c.BLPop(ctx, time.Duration(blpop)*time.Second, p.signal()).Err()
-		timedOut = errors.Is(err, redis.Nil) && timeout > 0
-	}
-}
-
-// Scripts with the effects of python-redis-lock's extend, release and
-// reset_all.
-var (
-	pyExtend = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
-if redis.call('TTL', KEYS[1]) < 0 then return 2 end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-return 0`)
-	pyRelease = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
-redis.call('DEL', KEYS[2])
-redis.call('LPUSH', KEYS[2], 1)
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('DEL', KEYS[1])
-return 0`)
-	pyResetAll = redis.NewScript(`
-local locks = redis.call('KEYS', 'lock:*')
-for _, lock in ipairs(locks) do
-  local signal = 'lock-signal:' .. string.sub(lock, 6)
-  redis.call('DEL', signal)
-  redis.call('LPUSH', signal, 1)
-  redis.call('EXPIRE', signal, 1)
-  redis.call('DEL', lock)
-end
-return #locks`)
-)
-
-func (p pyLock) extend(ctx context.Context, expire int) int64 {
-	return pyExtend.Run(ctx, p.c, []string{p.key()}, p.id, expire).Val().(int64)
-}
-
-func (p pyLock) release(ctx context.Context) int64 {
-	return pyRelease.Run(ctx, p.c, []string{p.key(), p.signal()}, p.id, 1000).Val().(int64)
-}
 
 // A python-redis-lock extend() under the same id (a shared WithID) keeps
 // a Go hold without renewal alive past its own expire: at the local
@@ -104,8 +36,8 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 	// gives it the full 50 ms.
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithID("shared-id"), redislock.WithSafetyMargin(300*time.Millisecond))
 	mustAcquire(t, ctx, l)
-	py := pyLock{c: s.Client(), name: "job", id: "shared-id", expire: 3}
-	if n := py.extend(ctx, 3); n != 0 {
+	py := redistest.PyLock{C: s.Client(), Name: "job", ID: "shared-id", Expire: 3}
+	if n := py.Extend(ctx, 3); n != 0 {
 		t.Fatalf("Python extend() = %d, want 0", n)
 	}
 	select {
@@ -128,7 +60,7 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	mustAcquire(t, ctx, l)
-	py.extend(ctx, 3)
+	py.Extend(ctx, 3)
 	time.Sleep(1500 * time.Millisecond)
 	if err := l.Release(ctx); err != nil || !errors.Is(l.Err(), redislock.ErrReleased) {
 		t.Fatalf("Release() = %v, Err() = %v; want nil and ErrReleased", err, l.Err())
@@ -204,8 +136,8 @@ func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
 	if b64 != "/wAB" {
 		t.Fatalf("base64 = %q", b64)
 	}
-	py := pyLock{c: s.Client(), name: "job", id: b64, expire: 10}
-	if !py.acquire(ctx, false, 0) {
+	py := redistest.PyLock{C: s.Client(), Name: "job", ID: b64, Expire: 10}
+	if !py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquire failed")
 	}
 	if err := mustNew(t, s.Client(), "job", redislock.WithID(raw)).Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
@@ -220,7 +152,7 @@ func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
 	// The str ids a Python process could try: the base64, and the text
 	// of the same code points (UTF-8 encoded on the wire: c3 bf 00 01).
 	for _, id := range []string{b64, "\u00ff\u0000\u0001"} {
-		if n := (pyLock{c: s.Client(), name: "job", id: id}).release(ctx); n != 1 {
+		if n := (redistest.PyLock{C: s.Client(), Name: "job", ID: id}).Release(ctx); n != 1 {
 			t.Fatalf("Python release with id %q = %d, want 1 (not acquired)", id, n)
 		}
 	}
@@ -235,8 +167,8 @@ func TestPythonExpireIsWholeSeconds(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	pythonExpire := 1.5
-	py := pyLock{c: s.Client(), name: "py", id: "p", expire: int(pythonExpire)}
-	if !py.acquire(ctx, false, 0) {
+	py := redistest.PyLock{C: s.Client(), Name: "py", ID: "p", Expire: int(pythonExpire)}
+	if !py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquire failed")
 	}
 	if ttl := s.Client().PTTL(ctx, "lock:py").Val(); ttl > time.Second {
@@ -254,8 +186,8 @@ func TestPythonExpireIsWholeSeconds(t *testing.T) {
 func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
-	py := pyLock{c: s.Client(), name: "{job}", id: "python-id", expire: 10}
-	if !py.acquire(ctx, false, 0) {
+	py := redistest.PyLock{C: s.Client(), Name: "{job}", ID: "python-id", Expire: 10}
+	if !py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquire failed")
 	}
 	l := mustNew(t, s.Client(), "job", redislock.WithHashTag(true), redislock.WithExpire(10*time.Second))
@@ -265,13 +197,13 @@ func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 	done := acquireAsync(ctx, l)
 	waitBlocked(t, s.Client(), 1)
 	released := time.Now()
-	if n := py.release(ctx); n != 0 {
+	if n := py.Release(ctx); n != 0 {
 		t.Fatalf("python release = %d", n)
 	}
 	if r := receive(t, done); r.err != nil || r.at.Sub(released) > time.Second {
 		t.Fatalf("Go waiter after Python's release: %v after %v", r.err, r.at.Sub(released))
 	}
-	if py.acquire(ctx, false, 0) {
+	if py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquired {job} while Go holds it")
 	}
 }
@@ -294,7 +226,7 @@ func TestPythonResetAllSignalsTheWrongListForAnotherPrefix(t *testing.T) {
 	done := acquireAsync(wctx, mustNew(t, s.Client(), "job", prefix, redislock.WithExpire(time.Minute)))
 	waitBlocked(t, s.Client(), 1)
 	reset := time.Now()
-	if n := pyResetAll.Run(ctx, s.Client(), nil).Val().(int64); n != 1 {
+	if n := redistest.PyResetAll(ctx, s.Client()); n != 1 {
 		t.Fatalf("Python reset_all() = %d, want 1", n)
 	}
 	if n := s.Client().Exists(ctx, "lock-signal:app:job").Val(); n != 1 {
@@ -320,13 +252,13 @@ func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
-	py := pyLock{c: s.Client(), name: "job", id: "python-id", expire: 10}
+	py := redistest.PyLock{C: s.Client(), Name: "job", ID: "python-id", Expire: 10}
 	const rounds = 30
 	pythonTurns := 0
 	for range rounds {
 		mustAcquire(t, ctx, l)
 		got := make(chan bool, 1)
-		go func() { got <- py.acquire(ctx, true, 5) }()
+		go func() { got <- py.Acquire(ctx, true, 5) }()
 		waitBlocked(t, s.Client(), 1)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -345,7 +277,7 @@ func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
 		} else {
 			t.Fatal(err)
 		}
-		if n := py.release(ctx); n != 0 {
+		if n := py.Release(ctx); n != 0 {
 			t.Fatalf("python release = %d", n)
 		}
 	}
@@ -496,7 +428,7 @@ func TestDeadlineReadOrderedWithExtend(t *testing.T) {
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Second), redislock.WithSafetyMargin(200*time.Millisecond),
 		redislock.WithID("shared"), redislock.WithTracking(false))
 	mustAcquire(t, ctx, l)
-	if n := (pyLock{c: s.Client(), name: "job", id: "shared"}).extend(ctx, 10); n != 0 {
+	if n := (redistest.PyLock{C: s.Client(), Name: "job", ID: "shared"}).Extend(ctx, 10); n != 0 {
 		t.Fatalf("Python extend() = %d", n)
 	}
 	<-sent // the read, 50 ms before the deadline

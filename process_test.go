@@ -24,18 +24,6 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// roundTrips counts the round trips a client sends: each command, and
-// each pipeline once.
-type roundTrips struct{ n *atomic.Int64 }
-
-func (h roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
-}
-
 // Worker processes: the test binary re-executed with workerEnv set to a
 // mode, and its parameters in environment variables.
 const workerEnv = "REDISLOCK_TEST_WORKER"
@@ -96,51 +84,6 @@ func runWorker(mode string) int {
 			return 0
 		}
 		fmt.Printf("release: %v\n", l.Release(ctx))
-		return 0
-	case "cache": // W_GOROUTINES GetOrCompute of key W_NAME at once; the compute takes 200 ms
-		n, _ := strconv.Atoi(os.Getenv("W_GOROUTINES"))
-		var sent atomic.Int64 // round trips this process sends
-		c.AddHook(roundTrips{&sent})
-		cache, err := redislock.NewCache(c)
-		if err != nil {
-			return fail(err)
-		}
-		defer cache.Close(ctx)
-		fmt.Println("ready")
-		var wg sync.WaitGroup
-		lines := make([]string, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				v, res, err := cache.GetOrCompute(ctx, name, time.Minute, func(ctx context.Context) ([]byte, error) {
-					if err := c.Incr(ctx, name+":computes").Err(); err != nil {
-						return nil, err
-					}
-					time.Sleep(200 * time.Millisecond) // the compute
-					return []byte("the value"), nil
-				})
-				lines[i] = fmt.Sprintf("%s %q %v", res, v, err)
-			}()
-		}
-		wg.Wait()
-		for _, l := range lines {
-			fmt.Println(l)
-		}
-		fmt.Println("sent", sent.Load())
-		return 0
-	case "cachestop": // GetOrCompute of W_NAME with a 500 ms lock; the compute prints "computing", then takes 1.5 s
-		cache, err := redislock.NewCache(c, redislock.WithCacheLockOptions(redislock.WithExpire(500*time.Millisecond)))
-		if err != nil {
-			return fail(err)
-		}
-		defer cache.Close(ctx)
-		v, res, err := cache.GetOrCompute(ctx, name, time.Minute, func(ctx context.Context) ([]byte, error) {
-			fmt.Println("computing")
-			time.Sleep(1500 * time.Millisecond) // ignores ctx, as a careless compute would
-			return []byte("stale"), nil
-		})
-		fmt.Printf("%q %v lost=%v\n", v, res, errors.Is(err, redislock.ErrLost))
 		return 0
 	case "ids": // print the ids of W_COUNT new Locks (W_SEEDED=1: ids from math/rand seeded with 1)
 		n, _ := strconv.Atoi(os.Getenv("W_COUNT"))

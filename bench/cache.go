@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/cache"
 )
 
 // The cache-stampede workload: cacheCallers concurrent misses of one cold
@@ -38,15 +38,15 @@ type cacheFiller struct {
 }
 
 var cacheFillers = []cacheFiller{
-	{"go-redis-lock Cache.GetOrCompute", func(c *redis.Client) (func(context.Context, string, func() []byte) ([]byte, error), func()) {
-		cache, err := redislock.NewCache(c)
+	{"go-redis-lock cache.GetOrCompute", func(c *redis.Client) (func(context.Context, string, func() []byte) ([]byte, error), func()) {
+		cc, err := cache.New(c)
 		if err != nil {
 			panic(err)
 		}
 		return func(ctx context.Context, key string, compute func() []byte) ([]byte, error) {
-			v, _, err := cache.GetOrCompute(ctx, key, cacheTTL, func(context.Context) ([]byte, error) { return compute(), nil })
+			v, _, err := cc.GetOrCompute(ctx, key, cacheTTL, func(context.Context) ([]byte, error) { return compute(), nil })
 			return v, err
-		}, func() { cache.Close(context.Background()) }
+		}, func() { cc.Close(context.Background()) }
 	}},
 	{"x/sync singleflight + GET/SET", func(c *redis.Client) (func(context.Context, string, func() []byte) ([]byte, error), func()) {
 		var g singleflight.Group

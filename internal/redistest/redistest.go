@@ -238,3 +238,33 @@ func (s *Server) Restart() {
 
 // Stop kills the server; it is registered with t.Cleanup by Start.
 func (s *Server) Stop() { s.Kill() }
+
+// BlockedClients returns INFO clients' blocked_clients of a real server.
+func BlockedClients(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "clients").Result()
+	if err != nil {
+		t.Fatalf("INFO clients: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Fatal("INFO clients has no blocked_clients")
+	return 0
+}
+
+// WaitBlocked waits until n clients are blocked on the server (waiters
+// are in BLPOP), failing the test after 10 s.
+func WaitBlocked(t testing.TB, c *redis.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for BlockedClients(t, c) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %d blocked clients, have %d", n, BlockedClients(t, c))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

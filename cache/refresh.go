@@ -1,10 +1,12 @@
-package redislock
+package cache
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/go-redis-lock/redislock"
 )
 
 // refresh starts, unless this process already runs one for key or tried
@@ -45,17 +47,16 @@ func (c *Cache) refresh(key string, ttl time.Duration, fn func(ctx context.Conte
 		}()
 		ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.refreshTimeout)
 		defer cancel()
-		l, err := New(c.client, LockName(key), c.cfg.lockOpts...)
+		l, err := redislock.New(c.client, LockName(key), c.cfg.lockOpts...)
 		if err != nil {
 			return
 		}
-		h, err := l.run(ctx, false)
-		if err != nil {
-			return // another caller refreshes it (or Redis failed: the next stale read tries again)
-		}
 		defer l.Settle(ctx)
-		_, res, err := c.computeHeld(ctx, l, h, key, ttl, fn, false)
-		refreshed = err == nil && res == CacheComputed
+		// A try that loses means another caller refreshes it (or Redis
+		// failed: the next stale read tries again).
+		cp := &compute{c: c, l: l, key: key, ttl: ttl, fn: fn}
+		_, res, err := cp.result(l.TryDo(ctx, cp.run))
+		refreshed = err == nil && res == Computed
 	}()
 }
 
@@ -78,7 +79,7 @@ type flight struct {
 	v      []byte
 	res    Result
 	err    error
-	gaveUp bool // the leader's context had ended when f returned
+	gaveUp bool // f failed, and the leader's context had ended when it returned
 }
 
 // do runs f for key, with ctx the context f uses, unless a call for key
@@ -96,7 +97,7 @@ func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Resu
 		case <-fl.done:
 			return fl.v, fl.res, fl.err, true, fl.gaveUp
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, ErrLocked, ctx.Err()), false, false
+			return nil, 0, fmt.Errorf("cache %q: %w: %w", key, redislock.ErrLocked, ctx.Err()), false, false
 		}
 	}
 	fl := &flight{done: make(chan struct{}), err: ErrComputePanicked} // until f returns
@@ -109,6 +110,6 @@ func (g *flightGroup) do(ctx context.Context, key string, f func() ([]byte, Resu
 		close(fl.done)
 	}()
 	fl.v, fl.res, fl.err = f()
-	fl.gaveUp = ctx.Err() != nil
+	fl.gaveUp = fl.err != nil && ctx.Err() != nil
 	return fl.v, fl.res, fl.err, false, false
 }

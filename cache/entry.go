@@ -1,4 +1,4 @@
-package redislock
+package cache
 
 import (
 	"context"
@@ -40,11 +40,6 @@ type entry struct {
 	value  []byte
 	age    time.Duration // since it was stored, by the server's TTL
 }
-
-// ErrForeignValue is returned by GetOrCompute when the value key holds
-// something it did not store (written by another program): it neither
-// returns nor overwrites it.
-var ErrForeignValue = errors.New("redislock: cache: the key holds a value GetOrCompute did not store")
 
 // read gets key and its TTL in one round trip.
 func (c *Cache) read(ctx context.Context, key string) (entry, error) {

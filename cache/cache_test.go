@@ -1,10 +1,11 @@
-package redislock_test
+package cache_test
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,17 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/cache"
+	"github.com/go-redis-lock/redislock/internal/redistest"
 )
-
-func mustCache(t testing.TB, c redis.UniversalClient, opts ...redislock.CacheOption) *redislock.Cache {
-	t.Helper()
-	cache, err := redislock.NewCache(c, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cache.Close(context.Background()) })
-	return cache
-}
 
 // 8 processes × 32 goroutines ask for one cold key whose compute takes
 // 200 ms: it runs once, every caller gets the value, and each process
@@ -81,36 +74,12 @@ func TestCacheComputesOnceAcrossProcesses(t *testing.T) {
 	}
 }
 
-// exec0 is a started worker and its output.
-type exec0 struct {
-	cmd interface{ Wait() error }
-	out *bufio.Reader
-}
-
-func (w *exec0) lines(t *testing.T) []string {
-	t.Helper()
-	var lines []string
-	for {
-		l, err := w.out.ReadString('\n')
-		if l != "" {
-			lines = append(lines, strings.TrimSuffix(l, "\n"))
-		}
-		if err != nil {
-			break
-		}
-	}
-	if err := w.cmd.Wait(); err != nil {
-		t.Fatalf("worker: %v (printed %q)", err, lines)
-	}
-	return lines
-}
-
 // A failing compute: nothing is stored, the callers that shared it get its
 // error, and the next caller computes once.
 func TestCacheFailingCompute(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
-		cache := mustCache(t, b.client())
+		cc := mustCache(t, b.client())
 		boom := errors.New("boom")
 		started, finish := make(chan struct{}), make(chan struct{})
 		var computes atomic.Int32
@@ -123,13 +92,13 @@ func TestCacheFailingCompute(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 5)
 		wg.Add(1)
-		go func() { defer wg.Done(); _, _, errs[0] = cache.GetOrCompute(ctx, "k", time.Minute, failing) }()
+		go func() { defer wg.Done(); _, _, errs[0] = cc.GetOrCompute(ctx, "k", time.Minute, failing) }()
 		<-started
 		for i := 1; i < 5; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _, errs[i] = cache.GetOrCompute(ctx, "k", time.Minute, failing)
+				_, _, errs[i] = cc.GetOrCompute(ctx, "k", time.Minute, failing)
 			}()
 		}
 		time.Sleep(50 * time.Millisecond) // let the four join the flight (they share it whenever they come)
@@ -146,12 +115,12 @@ func TestCacheFailingCompute(t *testing.T) {
 		if n := b.client().Exists(ctx, "k").Val(); n != 0 {
 			t.Fatalf("a failed compute stored a value")
 		}
-		v, res, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("ok"), nil })
-		if err != nil || res != redislock.CacheComputed || string(v) != "ok" {
+		v, res, err := cc.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("ok"), nil })
+		if err != nil || res != cache.Computed || string(v) != "ok" {
 			t.Fatalf("next call = %q, %v, %v; want ok, computed", v, res, err)
 		}
-		v, res, err = cache.GetOrCompute(ctx, "k", time.Minute, failing)
-		if err != nil || res != redislock.CacheHit || string(v) != "ok" {
+		v, res, err = cc.GetOrCompute(ctx, "k", time.Minute, failing)
+		if err != nil || res != cache.Hit || string(v) != "ok" {
 			t.Fatalf("then = %q, %v, %v; want ok, hit", v, res, err)
 		}
 	})
@@ -170,12 +139,12 @@ func TestCacheLostLockStoresNothing(t *testing.T) {
 			a := mustCache(t, b.client())
 			other := mustCache(t, b.client())
 			v, res, err := a.GetOrCompute(ctx, key, time.Minute, func(fctx context.Context) ([]byte, error) {
-				lockKey := "lock:" + redislock.LockName(key)
+				lockKey := lockKey(key)
 				switch how {
 				case "deleted":
 					admin.Del(ctx, lockKey)
 					// the next caller computes and stores its value
-					if v, res, err := other.GetOrCompute(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil }); err != nil || res != redislock.CacheComputed || string(v) != "newer" {
+					if v, res, err := other.GetOrCompute(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil }); err != nil || res != cache.Computed || string(v) != "newer" {
 						t.Errorf("the other caller = %q, %v, %v", v, res, err)
 					}
 				case "taken":
@@ -192,7 +161,7 @@ func TestCacheLostLockStoresNothing(t *testing.T) {
 				t.Fatalf("GetOrCompute with its lock lost = %q, %v, %v; want an error matching ErrLost", v, res, err)
 			}
 			v, res, err = other.GetOrCompute(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return []byte("recomputed"), nil })
-			if err != nil || string(v) != "newer" || res != redislock.CacheHit {
+			if err != nil || string(v) != "newer" || res != cache.Hit {
 				t.Fatalf("after: %q, %v, %v; want the newer value, a hit", v, res, err)
 			}
 		})
@@ -206,9 +175,9 @@ func TestCacheStoreChecksTheLock(t *testing.T) {
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()
-	cache := mustCache(t, b.client(), redislock.WithCacheLockOptions(redislock.WithTracking(false)))
-	_, _, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
-		admin.Set(ctx, "lock:"+redislock.LockName("k"), "someone-else", time.Minute)
+	cc := mustCache(t, b.client(), cache.WithLockOptions(redislock.WithTracking(false)))
+	_, _, err := cc.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
+		admin.Set(ctx, "lock:"+cache.LockName("k"), "someone-else", time.Minute)
 		return []byte("late"), nil
 	})
 	if !errors.Is(err, redislock.ErrLost) {
@@ -225,24 +194,24 @@ func TestCacheNegative(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		var computes atomic.Int32
-		absent := func(context.Context) ([]byte, error) { computes.Add(1); return nil, redislock.ErrNoValue }
+		absent := func(context.Context) ([]byte, error) { computes.Add(1); return nil, cache.ErrNoValue }
 		plain := mustCache(t, b.client())
 		for range 2 {
-			if _, _, err := plain.GetOrCompute(ctx, "gone", time.Minute, absent); !errors.Is(err, redislock.ErrNoValue) {
+			if _, _, err := plain.GetOrCompute(ctx, "gone", time.Minute, absent); !errors.Is(err, cache.ErrNoValue) {
 				t.Fatalf("GetOrCompute = %v, want ErrNoValue", err)
 			}
 		}
 		if n := computes.Swap(0); n != 2 {
 			t.Fatalf("without negative TTL: %d computes, want 2", n)
 		}
-		neg := mustCache(t, b.client(), redislock.WithNegativeTTL(time.Minute))
+		neg := mustCache(t, b.client(), cache.WithNegativeTTL(time.Minute))
 		for i := range 3 {
 			_, res, err := neg.GetOrCompute(ctx, "gone", time.Minute, absent)
-			want := redislock.CacheHit
+			want := cache.Hit
 			if i == 0 {
-				want = redislock.CacheComputed
+				want = cache.Computed
 			}
-			if !errors.Is(err, redislock.ErrNoValue) || res != want {
+			if !errors.Is(err, cache.ErrNoValue) || res != want {
 				t.Fatalf("call %d = %v, %v; want ErrNoValue, %v", i, res, err, want)
 			}
 		}
@@ -260,8 +229,8 @@ func TestCacheNegative(t *testing.T) {
 func TestCacheStaleWhileRevalidate(t *testing.T) {
 	b := realBackend(t)
 	ctx := ctxT(t)
-	cache := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond))
-	other := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond)) // another process's
+	cc := mustCache(t, b.client(), cache.WithStaleAfter(100*time.Millisecond))
+	other := mustCache(t, b.client(), cache.WithStaleAfter(100*time.Millisecond)) // another process's
 	var computes atomic.Int32
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -274,16 +243,16 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 		}
 		return []byte("v" + strconv.Itoa(int(n))), nil
 	}
-	if _, res, err := cache.GetOrCompute(ctx, "hot", time.Minute, fn); err != nil || res != redislock.CacheComputed {
+	if _, res, err := cc.GetOrCompute(ctx, "hot", time.Minute, fn); err != nil || res != cache.Computed {
 		t.Fatalf("first = %v, %v", res, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for { // until the soft TTL, on the server's clock, has passed
-		_, res, err := cache.GetOrCompute(ctx, "hot", time.Minute, fn)
+		_, res, err := cc.GetOrCompute(ctx, "hot", time.Minute, fn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res == redislock.CacheStale {
+		if res == cache.Stale {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -294,7 +263,7 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 	var wg sync.WaitGroup
 	var stale atomic.Int32
 	for i := range 1000 {
-		c := cache
+		c := cc
 		if i%2 == 1 {
 			c = other
 		}
@@ -302,7 +271,7 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			v, res, err := c.GetOrCompute(ctx, "hot", time.Minute, fn)
-			if err == nil && res == redislock.CacheStale && string(v) == "v1" {
+			if err == nil && res == cache.Stale && string(v) == "v1" {
 				stale.Add(1)
 			}
 		}()
@@ -322,7 +291,7 @@ func TestCacheStaleWhileRevalidate(t *testing.T) {
 	deadline = time.Now().Add(5 * time.Second)
 	for { // the refresh stores v2, fresh
 		v, res, err := other.GetOrCompute(ctx, "hot", time.Minute, fn)
-		if err == nil && res == redislock.CacheHit && string(v) == "v2" {
+		if err == nil && res == cache.Hit && string(v) == "v2" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -342,26 +311,26 @@ func TestCachePythonInterop(t *testing.T) {
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()
-	py := pyLock{c: admin, name: redislock.LockName("report"), id: "py-holder", expire: 60}
-	if !py.acquire(ctx, false, 0) {
+	py := redistest.PyLock{C: admin, Name: cache.LockName("report"), ID: "py-holder", Expire: 60}
+	if !py.Acquire(ctx, false, 0) {
 		t.Fatal("the Python-style holder did not get the free lock")
 	}
-	cache := mustCache(t, b.client())
+	cc := mustCache(t, b.client())
 	got := make(chan error, 1)
 	go func() {
-		_, res, err := cache.GetOrCompute(ctx, "report", time.Minute, func(context.Context) ([]byte, error) { return []byte("go"), nil })
-		if err == nil && res != redislock.CacheComputed {
+		_, res, err := cc.GetOrCompute(ctx, "report", time.Minute, func(context.Context) ([]byte, error) { return []byte("go"), nil })
+		if err == nil && res != cache.Computed {
 			err = fmt.Errorf("result %v, want computed", res)
 		}
 		got <- err
 	}()
-	waitBlocked(t, admin, 1)
+	redistest.WaitBlocked(t, admin, 1)
 	select {
 	case err := <-got:
 		t.Fatalf("GetOrCompute returned %v while Python held the lock", err)
 	default:
 	}
-	if n := py.release(ctx); n != 0 {
+	if n := py.Release(ctx); n != 0 {
 		t.Fatalf("Python release = %d", n)
 	}
 	if err := <-got; err != nil {
@@ -372,7 +341,7 @@ func TestCachePythonInterop(t *testing.T) {
 	// release wakes it.
 	started, finish := make(chan struct{}), make(chan struct{})
 	go func() {
-		_, _, err := cache.GetOrCompute(ctx, "report2", time.Minute, func(context.Context) ([]byte, error) {
+		_, _, err := cc.GetOrCompute(ctx, "report2", time.Minute, func(context.Context) ([]byte, error) {
 			close(started)
 			<-finish
 			return []byte("go"), nil
@@ -380,17 +349,17 @@ func TestCachePythonInterop(t *testing.T) {
 		got <- err
 	}()
 	<-started
-	py2 := pyLock{c: admin, name: redislock.LockName("report2"), id: "py-waiter", expire: 60}
+	py2 := redistest.PyLock{C: admin, Name: cache.LockName("report2"), ID: "py-waiter", Expire: 60}
 	woke := make(chan time.Duration, 1)
 	go func() {
 		t0 := time.Now()
-		if py2.acquire(ctx, true, 10) { // BLPOP for 10 s at most
+		if py2.Acquire(ctx, true, 10) { // BLPOP for 10 s at most
 			woke <- time.Since(t0)
 		} else {
 			woke <- time.Hour
 		}
 	}()
-	waitBlocked(t, admin, 1)
+	redistest.WaitBlocked(t, admin, 1)
 	close(finish)
 	if err := <-got; err != nil {
 		t.Fatal(err)
@@ -404,27 +373,31 @@ func TestCachePythonInterop(t *testing.T) {
 func TestCacheBadInput(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
-	for _, opts := range [][]redislock.CacheOption{
-		{redislock.WithNegativeTTL(-1)},
-		{redislock.WithStaleAfter(-time.Second)},
-		{redislock.WithTTLJitter(1.5)},
-		{redislock.WithTTLJitter(-0.1)},
-		{redislock.WithRefreshTimeout(0)},
-		{redislock.WithCacheLockOptions(redislock.WithExpire(-1))},
+	for _, opts := range [][]cache.Option{
+		{cache.WithNegativeTTL(-1)},
+		{cache.WithStaleAfter(-time.Second)},
+		{cache.WithTTLJitter(1.5)},
+		{cache.WithTTLJitter(-0.1)},
+		{cache.WithRefreshTimeout(0)},
+		{cache.WithLockOptions(redislock.WithExpire(-1))},
 	} {
-		if _, err := redislock.NewCache(c, opts...); !errors.Is(err, redislock.ErrInvalidArgument) {
-			t.Errorf("NewCache(%d options) = %v, want ErrInvalidArgument", len(opts), err)
+		if _, err := cache.New(c, opts...); !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Errorf("New(%d options) = %v, want ErrInvalidArgument", len(opts), err)
 		}
 	}
-	if _, err := redislock.NewCache(nil); !errors.Is(err, redislock.ErrNilClient) {
-		t.Errorf("NewCache(nil) = %v, want ErrNilClient", err)
+	if _, err := cache.New(nil); !errors.Is(err, redislock.ErrNilClient) {
+		t.Errorf("New(nil) = %v, want ErrNilClient", err)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
-	defer cc.Close()
-	if _, err := redislock.NewCache(cc); !errors.Is(err, redislock.ErrUnsupportedClient) {
-		t.Errorf("NewCache(cluster) = %v, want ErrUnsupportedClient", err)
+	var typedNil *redis.Client
+	if _, err := cache.New(typedNil); !errors.Is(err, redislock.ErrNilClient) {
+		t.Errorf("New((*redis.Client)(nil)) = %v, want ErrNilClient", err)
 	}
-	cache := mustCache(t, c)
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cluster.Close()
+	if _, err := cache.New(cluster); !errors.Is(err, redislock.ErrUnsupportedClient) {
+		t.Errorf("New(cluster) = %v, want ErrUnsupportedClient", err)
+	}
+	cc := mustCache(t, c)
 	fn := func(context.Context) ([]byte, error) { return nil, nil }
 	ctx := context.Background()
 	for _, call := range []struct {
@@ -432,8 +405,8 @@ func TestCacheBadInput(t *testing.T) {
 		ttl time.Duration
 		fn  func(context.Context) ([]byte, error)
 	}{{"", time.Minute, fn}, {"k", 0, fn}, {"k", time.Microsecond, fn}, {"k", time.Minute, nil}} {
-		if _, _, err := cache.GetOrCompute(ctx, call.key, call.ttl, call.fn); !errors.Is(err, redislock.ErrInvalidCacheCall) {
-			t.Errorf("GetOrCompute(%q, %v, nil fn %v) = %v, want ErrInvalidCacheCall", call.key, call.ttl, call.fn == nil, err)
+		if _, _, err := cc.GetOrCompute(ctx, call.key, call.ttl, call.fn); !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Errorf("GetOrCompute(%q, %v, nil fn %v) = %v, want ErrInvalidArgument", call.key, call.ttl, call.fn == nil, err)
 		}
 	}
 }
@@ -463,7 +436,7 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its lock (500 ms, renewed by the stopped process) expires.
-	lockKey := "lock:" + redislock.LockName("doc")
+	lockKey := lockKey("doc")
 	deadline := time.Now().Add(5 * time.Second)
 	for admin.Exists(ctx, lockKey).Val() == 1 {
 		if time.Now().After(deadline) {
@@ -471,9 +444,9 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cache := mustCache(t, b.client())
-	v, res, err := cache.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil })
-	if err != nil || res != redislock.CacheComputed || string(v) != "newer" {
+	cc := mustCache(t, b.client())
+	v, res, err := cc.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("newer"), nil })
+	if err != nil || res != cache.Computed || string(v) != "newer" {
 		t.Fatalf("the other caller = %q, %v, %v", v, res, err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -486,8 +459,8 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	v, res, err = cache.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("again"), nil })
-	if err != nil || res != redislock.CacheHit || string(v) != "newer" {
+	v, res, err = cc.GetOrCompute(ctx, "doc", time.Minute, func(context.Context) ([]byte, error) { return []byte("again"), nil })
+	if err != nil || res != cache.Hit || string(v) != "newer" {
 		t.Fatalf("after = %q, %v, %v; want the newer value, a hit", v, res, err)
 	}
 }
@@ -498,7 +471,7 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 func TestCacheJitterWaitAndClose(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
-		cache, err := redislock.NewCache(b.client(), redislock.WithTTLJitter(0.5))
+		cc, err := cache.New(b.client(), cache.WithTTLJitter(0.5))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -509,7 +482,7 @@ func TestCacheJitterWaitAndClose(t *testing.T) {
 		spread := map[bool]bool{}
 		for i := range 40 {
 			key := "j" + strconv.Itoa(i)
-			if _, _, err := cache.GetOrCompute(ctx, key, 10*time.Second, value); err != nil {
+			if _, _, err := cc.GetOrCompute(ctx, key, 10*time.Second, value); err != nil {
 				t.Fatal(err)
 			}
 			ttl := b.client().PTTL(ctx, key).Val()
@@ -522,19 +495,24 @@ func TestCacheJitterWaitAndClose(t *testing.T) {
 			t.Fatalf("40 TTLs with jitter 0.5 all on one side of 12.5 s: %v", spread)
 		}
 
-		holder := mustNew(t, b.client(), redislock.LockName("busy"), redislock.WithExpire(time.Minute))
-		mustAcquire(t, ctx, holder)
+		holder, err := redislock.New(b.client(), cache.LockName("busy"), redislock.WithExpire(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		_, _, err = cache.GetOrCompute(short, "busy", time.Minute, value)
+		_, _, err = cc.GetOrCompute(short, "busy", time.Minute, value)
 		cancel()
 		if !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("GetOrCompute while the lock is held, 50 ms = %v; want ErrLocked and DeadlineExceeded", err)
 		}
 
-		if err := cache.Close(ctx); err != nil {
+		if err := cc.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := cache.GetOrCompute(ctx, "k", time.Minute, value); !errors.Is(err, redislock.ErrCacheClosed) {
+		if _, _, err := cc.GetOrCompute(ctx, "k", time.Minute, value); !errors.Is(err, cache.ErrClosed) {
 			t.Fatalf("GetOrCompute after Close = %v, want ErrCacheClosed", err)
 		}
 	})
@@ -551,7 +529,7 @@ func TestCacheReviewFindings(t *testing.T) {
 	ctx := ctxT(t)
 
 	t.Run("own timeout", func(t *testing.T) {
-		cache := mustCache(t, b.client())
+		cc := mustCache(t, b.client())
 		var computes atomic.Int32
 		fn := func(ctx context.Context) ([]byte, error) {
 			computes.Add(1)
@@ -565,7 +543,7 @@ func TestCacheReviewFindings(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, _, err := cache.GetOrCompute(ctx, "slow", time.Minute, fn); !errors.Is(err, context.DeadlineExceeded) {
+				if _, _, err := cc.GetOrCompute(ctx, "slow", time.Minute, fn); !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("GetOrCompute = %v, want the compute's timeout", err)
 				}
 			}()
@@ -577,7 +555,7 @@ func TestCacheReviewFindings(t *testing.T) {
 	})
 
 	t.Run("panicking refresh", func(t *testing.T) {
-		cache := mustCache(t, b.client(), redislock.WithStaleAfter(50*time.Millisecond))
+		cc := mustCache(t, b.client(), cache.WithStaleAfter(50*time.Millisecond))
 		first := true
 		fn := func(context.Context) ([]byte, error) {
 			if first {
@@ -586,29 +564,29 @@ func TestCacheReviewFindings(t *testing.T) {
 			}
 			panic("boom")
 		}
-		if _, _, err := cache.GetOrCompute(ctx, "p", time.Minute, fn); err != nil {
+		if _, _, err := cc.GetOrCompute(ctx, "p", time.Minute, fn); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(60 * time.Millisecond)
-		if _, res, err := cache.GetOrCompute(ctx, "p", time.Minute, fn); err != nil || res != redislock.CacheStale {
+		if _, res, err := cc.GetOrCompute(ctx, "p", time.Minute, fn); err != nil || res != cache.Stale {
 			t.Fatalf("= %v, %v; want stale", res, err)
 		}
-		if err := cache.Close(ctx); err != nil { // the refresh has panicked, or will: the process goes on
+		if err := cc.Close(ctx); err != nil { // the refresh has panicked, or will: the process goes on
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("stale reads elsewhere", func(t *testing.T) {
-		a := mustCache(t, b.client(), redislock.WithStaleAfter(100*time.Millisecond))
+		a := mustCache(t, b.client(), cache.WithStaleAfter(100*time.Millisecond))
 		c := b.client()
 		var tries atomic.Int32
 		c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-			if scriptOf(cmd) == "acquire" {
+			if n := strings.ToLower(cmd.Name()); (n == "evalsha" || n == "eval") && slices.Contains(cmd.Args(), any(lockKey("s"))) {
 				tries.Add(1)
 			}
 			return next(ctx, cmd)
 		}))
-		other := mustCache(t, c, redislock.WithStaleAfter(100*time.Millisecond))
+		other := mustCache(t, c, cache.WithStaleAfter(100*time.Millisecond))
 		release := make(chan struct{})
 		n := 0
 		fn := func(context.Context) ([]byte, error) {
@@ -623,13 +601,13 @@ func TestCacheReviewFindings(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(110 * time.Millisecond)
-		if _, res, _ := a.GetOrCompute(ctx, "s", time.Minute, fn); res != redislock.CacheStale {
+		if _, res, _ := a.GetOrCompute(ctx, "s", time.Minute, fn); res != cache.Stale {
 			t.Fatalf("= %v, want stale (a's refresh starts)", res)
 		}
 		time.Sleep(20 * time.Millisecond) // a's refresh holds the lock
 		start := time.Now()
 		for range 300 {
-			if _, res, err := other.GetOrCompute(ctx, "s", time.Minute, fn); err != nil || res != redislock.CacheStale {
+			if _, res, err := other.GetOrCompute(ctx, "s", time.Minute, fn); err != nil || res != cache.Stale {
 				t.Fatalf("= %v, %v; want stale", res, err)
 			}
 		}
@@ -641,14 +619,14 @@ func TestCacheReviewFindings(t *testing.T) {
 
 	t.Run("foreign value", func(t *testing.T) {
 		for _, stale := range []bool{false, true} {
-			var opts []redislock.CacheOption
+			var opts []cache.Option
 			if stale {
-				opts = append(opts, redislock.WithStaleAfter(time.Millisecond))
+				opts = append(opts, cache.WithStaleAfter(time.Millisecond))
 			}
-			cache := mustCache(t, b.client(), opts...)
+			cc := mustCache(t, b.client(), opts...)
 			b.client().Set(ctx, "f", "value-written-by-python", time.Minute)
-			_, _, err := cache.GetOrCompute(ctx, "f", time.Minute, func(context.Context) ([]byte, error) { return []byte("mine"), nil })
-			if !errors.Is(err, redislock.ErrForeignValue) {
+			_, _, err := cc.GetOrCompute(ctx, "f", time.Minute, func(context.Context) ([]byte, error) { return []byte("mine"), nil })
+			if !errors.Is(err, cache.ErrForeignValue) {
 				t.Fatalf("stale %v: GetOrCompute over a foreign value = %v, want ErrForeignValue", stale, err)
 			}
 			if v := b.client().Get(ctx, "f").Val(); v != "value-written-by-python" {
@@ -658,10 +636,10 @@ func TestCacheReviewFindings(t *testing.T) {
 	})
 
 	t.Run("huge ttl with jitter", func(t *testing.T) {
-		cache := mustCache(t, b.client(), redislock.WithTTLJitter(0.9))
+		cc := mustCache(t, b.client(), cache.WithTTLJitter(0.9))
 		for i := range 5 {
 			key := "huge" + strconv.Itoa(i)
-			if _, _, err := cache.GetOrCompute(ctx, key, 200*365*24*time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil }); err != nil {
+			if _, _, err := cc.GetOrCompute(ctx, key, 200*365*24*time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil }); err != nil {
 				t.Fatal(err)
 			}
 			if ttl := b.client().PTTL(ctx, key).Val(); ttl < 100*365*24*time.Hour {
@@ -671,9 +649,9 @@ func TestCacheReviewFindings(t *testing.T) {
 	})
 
 	t.Run("nil value", func(t *testing.T) {
-		cache := mustCache(t, b.client())
+		cc := mustCache(t, b.client())
 		for i := range 2 {
-			v, _, err := cache.GetOrCompute(ctx, "nil", time.Minute, func(context.Context) ([]byte, error) { return nil, nil })
+			v, _, err := cc.GetOrCompute(ctx, "nil", time.Minute, func(context.Context) ([]byte, error) { return nil, nil })
 			if err != nil || v == nil || len(v) != 0 {
 				t.Fatalf("call %d = %#v, %v; want an empty, non-nil value", i, v, err)
 			}
@@ -681,9 +659,112 @@ func TestCacheReviewFindings(t *testing.T) {
 	})
 
 	t.Run("ttl within the soft ttl", func(t *testing.T) {
-		cache := mustCache(t, b.client(), redislock.WithStaleAfter(time.Minute))
-		if _, _, err := cache.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return nil, nil }); !errors.Is(err, redislock.ErrInvalidCacheCall) {
+		cc := mustCache(t, b.client(), cache.WithStaleAfter(time.Minute))
+		if _, _, err := cc.GetOrCompute(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return nil, nil }); !errors.Is(err, redislock.ErrInvalidArgument) {
 			t.Fatalf("TTL = soft TTL: %v, want ErrInvalidCacheCall", err)
+		}
+	})
+}
+
+// The store writes only where the value key is missing or holds a value of
+// this package: a value another program writes while fn runs (Django's
+// pickle, say) stays, and the caller is told.
+func TestCacheStoreSparesAValueWrittenMeanwhile(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		admin := b.client()
+		cc := mustCache(t, b.client())
+		const foreign = "\x80\x05\x95pickled-by-django"
+		v, res, err := cc.GetOrCompute(ctx, "report", time.Minute, func(context.Context) ([]byte, error) {
+			admin.Set(ctx, "report", foreign, time.Minute) // another program fills the key meanwhile
+			return []byte("go's value"), nil
+		})
+		if !errors.Is(err, cache.ErrForeignValue) || v != nil {
+			t.Fatalf("GetOrCompute over a value written meanwhile = %q, %v, %v; want ErrForeignValue", v, res, err)
+		}
+		if got := admin.Get(ctx, "report").Val(); got != foreign {
+			t.Fatalf("the other program's value became %q", got)
+		}
+		if n := admin.Exists(ctx, lockKey("report")).Val(); n != 0 {
+			t.Fatal("the lock was left held")
+		}
+		// A value of our own format is replaced (a stale one, refreshed).
+		refresh := mustCache(t, b.client(), cache.WithStaleAfter(time.Millisecond))
+		if _, _, err := refresh.GetOrCompute(ctx, "own", time.Minute, func(context.Context) ([]byte, error) { return []byte("v1"), nil }); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			v, res, err := refresh.GetOrCompute(ctx, "own", time.Minute, func(context.Context) ([]byte, error) { return []byte("v2"), nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(v) == "v2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s on: %q, %v; the refresh never replaced our own stale value", v, res)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+// A first caller whose context ends just after fn returned still stores
+// the value: the callers waiting for it, in this process and in another,
+// get it without computing again.
+func TestCacheValueOutlivesTheComputersContext(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		here, there := mustCache(t, b.client()), mustCache(t, b.client()) // two processes
+		var computes atomic.Int32
+		started, finish := make(chan struct{}), make(chan struct{})
+		leaderCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type answer struct {
+			v   []byte
+			res cache.Result
+			err error
+		}
+		leader := make(chan answer, 1)
+		go func() {
+			v, res, err := here.GetOrCompute(leaderCtx, "k", time.Minute, func(context.Context) ([]byte, error) {
+				computes.Add(1)
+				close(started)
+				<-finish
+				cancel() // the caller gives up just as the value is ready
+				return []byte("value"), nil
+			})
+			leader <- answer{v, res, err}
+		}()
+		<-started
+		fn := func(context.Context) ([]byte, error) { computes.Add(1); return []byte("again"), nil }
+		followers := make(chan answer, 2)
+		for _, cc := range []*cache.Cache{here, there} {
+			go func() {
+				v, res, err := cc.GetOrCompute(ctx, "k", time.Minute, fn)
+				followers <- answer{v, res, err}
+			}()
+		}
+		// there's caller waits on the lock in Redis; here's shares the
+		// leader's call (it joins at once, or finds the value).
+		if b.mini == nil {
+			redistest.WaitBlocked(t, b.client(), 1)
+		}
+		close(finish)
+		if a := <-leader; a.err != nil || string(a.v) != "value" || a.res != cache.Computed {
+			t.Fatalf("the computer whose context ended = %q, %v, %v; want the value, computed", a.v, a.res, a.err)
+		}
+		for range 2 {
+			if a := <-followers; a.err != nil || string(a.v) != "value" {
+				t.Fatalf("a waiting caller = %q, %v, %v; want the stored value", a.v, a.res, a.err)
+			}
+		}
+		if n := computes.Load(); n != 1 {
+			t.Fatalf("%d computes, want 1: the value was thrown away", n)
+		}
+		if got, _ := b.client().Get(ctx, "k").Bytes(); !strings.HasSuffix(string(got), "value") {
+			t.Fatalf("the key holds %q, want the computed value", got)
 		}
 	})
 }
