@@ -84,7 +84,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		{"tracking=true", nil},
 		{"tracking=false", []redislock.Option{redislock.WithTracking(false)}},
 		{"tracking=false/logger=info", []redislock.Option{redislock.WithTracking(false), redislock.WithLogger(discard)}},
-		{"tracking=false/observer=nop", []redislock.Option{redislock.WithTracking(false), redislock.WithObserver(redislock.NopObserver{})}},
+		{"tracking=false/observer=nop", []redislock.Option{redislock.WithTracking(false), redislock.WithObserver(&redislock.Observer{})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			l := mustNew(b, s.Client(), "bench", append([]redislock.Option{redislock.WithExpire(10 * time.Second)}, c.opts...)...)

@@ -736,7 +736,7 @@ func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
 	go func() { q <- quitter.RLock(qctx) }()
 	waitBlocked(t, admin, 1)
 	wakes := &wakeCounter{}
-	next := mustRWMutex(t, c, "cfg", redislock.WithObserver(wakes))
+	next := mustRWMutex(t, c, "cfg", redislock.WithObserver(wakes.observer()))
 	n := make(chan error, 1)
 	go func() { n <- next.RLock(ctx) }()
 	within(t, 10*time.Second, "the second reader queues behind the first", func() bool { return redislock.QueuedWaiters() == 2 })

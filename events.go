@@ -13,21 +13,14 @@ import (
 // with neither has a nil *events, and every method of a nil *events
 // returns at once: the hot path pays one nil check per event.
 type events struct {
-	obs Observer     // nil: none (several are joined by multiObserver)
+	obs Observer     // nil funcs: none (several observers are joined into one)
 	log *slog.Logger // nil: no logging
 }
 
 // newEvents returns the events of a config, nil when nothing listens.
 func newEvents(obs []Observer, log *slog.Logger) *events {
-	var o Observer
-	switch len(obs) {
-	case 0:
-	case 1:
-		o = obs[0]
-	default:
-		o = multiObserver(obs)
-	}
-	if o == nil && log == nil {
+	o, listens := joinObservers(obs)
+	if !listens && log == nil {
 		return nil
 	}
 	return &events{obs: o, log: log}
@@ -86,7 +79,7 @@ func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) co
 	if e.logging(ctx, slog.LevelDebug) {
 		e.logLock(ctx, slog.LevelDebug, loggerAcquire, "acquiring lock", in, slog.Bool("blocking", blocking))
 	}
-	if e.obs != nil {
+	if e.obs.AcquireStart != nil {
 		if c := e.obs.AcquireStart(ctx, AcquireStartEvent{LockRef: in, Blocking: blocking}); c != nil {
 			ctx = c
 		}
@@ -111,7 +104,7 @@ func (e *events) acquireEnd(ctx context.Context, in LockRef, blocking bool, wait
 		e.logLock(ctx, slog.LevelDebug, loggerAcquire, "did not acquire lock", in,
 			slog.Duration("wait", wait), slog.String("outcome", string(outcome)), errAttr(err))
 	}
-	if e.obs != nil {
+	if e.obs.AcquireEnd != nil {
 		e.obs.AcquireEnd(ctx, AcquireEndEvent{LockRef: in, Blocking: blocking, Wait: wait, Outcome: outcome, Token: token, Err: err})
 	}
 }
@@ -146,7 +139,7 @@ func (e *events) wakeup(ctx context.Context, in LockRef, cause WakeCause, waited
 	if e == nil {
 		return
 	}
-	if e.obs != nil {
+	if e.obs.Wakeup != nil {
 		e.obs.Wakeup(ctx, WakeupEvent{LockRef: in, Cause: cause, Waited: waited})
 	}
 }
@@ -170,7 +163,7 @@ func (e *events) releaseStart(ctx context.Context, in LockRef) context.Context {
 	if e.logging(ctx, slog.LevelDebug) {
 		e.logLock(ctx, slog.LevelDebug, loggerRelease, "releasing lock", in)
 	}
-	if e.obs != nil {
+	if e.obs.ReleaseStart != nil {
 		if c := e.obs.ReleaseStart(ctx, ReleaseStartEvent{LockRef: in}); c != nil {
 			ctx = c
 		}
@@ -189,7 +182,7 @@ func (e *events) releaseEnd(ctx context.Context, in LockRef, held time.Duration,
 	case outcome == OutcomeError && e.logging(ctx, slog.LevelWarn):
 		e.logLock(ctx, slog.LevelWarn, loggerRelease, "release failed", in, errAttr(err))
 	}
-	if e.obs != nil {
+	if e.obs.ReleaseEnd != nil {
 		e.obs.ReleaseEnd(ctx, ReleaseEndEvent{LockRef: in, Held: held, Outcome: outcome, Err: err})
 	}
 }
@@ -201,7 +194,7 @@ func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time
 	if auto && e.logging(ctx, slog.LevelDebug) {
 		e.logLock(ctx, slog.LevelDebug, loggerRefreshThread, "renewing lock", in, slog.Duration("expire", by))
 	}
-	if e.obs != nil {
+	if e.obs.ExtendStart != nil {
 		if c := e.obs.ExtendStart(ctx, ExtendStartEvent{LockRef: in, Auto: auto, By: by}); c != nil {
 			ctx = c
 		}
@@ -225,7 +218,7 @@ func (e *events) extendEnd(ctx context.Context, in LockRef, auto bool, by time.D
 		e.logLock(ctx, slog.LevelWarn, loggerRefreshThread, "renewal failed: retrying", in,
 			errAttr(err), slog.Duration("left", left))
 	}
-	if e.obs != nil {
+	if e.obs.ExtendEnd != nil {
 		e.obs.ExtendEnd(ctx, ExtendEndEvent{LockRef: in, Auto: auto, By: by, Outcome: outcome, Err: extendErr(n, err)})
 	}
 }
@@ -270,7 +263,7 @@ func (e *events) holdEnd(in LockRef, h *hold.Hold, err error) {
 		e.logLock(context.Background(), slog.LevelError, loggerLost, "lock lost", in,
 			slog.String("reason", string(reason)), errAttr(err), slog.Duration("held", held))
 	}
-	if e.obs != nil {
+	if e.obs.HoldEnd != nil {
 		e.obs.HoldEnd(HoldEndEvent{LockRef: in, Held: held, Token: h.Token(), Reason: reason, Err: err})
 	}
 }
@@ -317,66 +310,6 @@ func (e *events) reset(ctx context.Context, in LockRef, deleted int, err error) 
 	e.logLock(ctx, slog.LevelInfo, loggerReset, "reset lock", in, slog.Int("count", deleted))
 }
 
-// multiObserver sends each event to several observers, in order.
-type multiObserver []Observer
-
-func (m multiObserver) AcquireStart(ctx context.Context, e AcquireStartEvent) context.Context {
-	for _, o := range m {
-		if c := o.AcquireStart(ctx, e); c != nil {
-			ctx = c
-		}
-	}
-	return ctx
-}
-
-func (m multiObserver) AcquireEnd(ctx context.Context, e AcquireEndEvent) {
-	for _, o := range m {
-		o.AcquireEnd(ctx, e)
-	}
-}
-
-func (m multiObserver) Wakeup(ctx context.Context, e WakeupEvent) {
-	for _, o := range m {
-		o.Wakeup(ctx, e)
-	}
-}
-
-func (m multiObserver) ReleaseStart(ctx context.Context, e ReleaseStartEvent) context.Context {
-	for _, o := range m {
-		if c := o.ReleaseStart(ctx, e); c != nil {
-			ctx = c
-		}
-	}
-	return ctx
-}
-
-func (m multiObserver) ReleaseEnd(ctx context.Context, e ReleaseEndEvent) {
-	for _, o := range m {
-		o.ReleaseEnd(ctx, e)
-	}
-}
-
-func (m multiObserver) ExtendStart(ctx context.Context, e ExtendStartEvent) context.Context {
-	for _, o := range m {
-		if c := o.ExtendStart(ctx, e); c != nil {
-			ctx = c
-		}
-	}
-	return ctx
-}
-
-func (m multiObserver) ExtendEnd(ctx context.Context, e ExtendEndEvent) {
-	for _, o := range m {
-		o.ExtendEnd(ctx, e)
-	}
-}
-
-func (m multiObserver) HoldEnd(e HoldEndEvent) {
-	for _, o := range m {
-		o.HoldEnd(e)
-	}
-}
-
 // watchRefused logs that the hold of in is no longer watched: Redis refused
 // the key watch (see watch.Refuses), and a loss is found by renewal or
 // the local deadline.
@@ -384,7 +317,7 @@ func (e *events) watchRefused(in LockRef, err error) {
 	if e == nil {
 		return
 	}
-	if e.obs != nil {
+	if e.obs.WatchRefused != nil {
 		e.obs.WatchRefused(WatchRefusedEvent{LockRef: in, Err: err})
 	}
 	ctx := context.Background()
@@ -392,10 +325,4 @@ func (e *events) watchRefused(in LockRef, err error) {
 		return
 	}
 	e.logLock(ctx, slog.LevelWarn, loggerWatch, "key watch refused: a loss is found at the next renewal or the local deadline", in, errAttr(err))
-}
-
-func (m multiObserver) WatchRefused(e WatchRefusedEvent) {
-	for _, o := range m {
-		o.WatchRefused(e)
-	}
 }

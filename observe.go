@@ -8,78 +8,138 @@ import (
 	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
-// An Observer receives a Lock's events: for metrics, traces or logs of
-// its own (WithLogger writes slog events without one). Set it with
-// WithObserver; the redislockotel module has one for OpenTelemetry.
+// An Observer receives a Lock's events, for metrics, traces or logs of
+// its own (WithLogger writes slog events without one): set the fields of
+// the events wanted, and give it to WithObserver. A nil field is skipped,
+// so an Observer written today keeps working when events are added. The
+// redislockotel module returns one for OpenTelemetry.
 //
-// The Start methods return the context the call goes on with, which
-// must be ctx or derived from it (a tracer returns ctx with its span, so
-// that go-redis's own command spans nest under it); a nil return means
-// ctx. Each Start is followed by its End, on the same goroutine, with the
+// The Start funcs return the context the call goes on with, which must be
+// ctx or derived from it (a tracer returns ctx with its span, so that
+// go-redis's own command spans nest under it); a nil return means ctx.
+// Each Start is followed by its End, on the same goroutine, with the
 // context Start returned.
 //
-// Methods are called synchronously on the Lock's goroutines, the renewal's
-// and the local deadline's timer included, so they must be quick and must
-// not block; they must not call back into the Lock. They must not panic:
-// a panic propagates into the Lock's call, as a go-redis hook's does (the
-// Lock stays usable after a panicking Start), and one in HoldEnd crashes
-// the goroutine that found the end of the hold. An observer is shared
-// by every Lock it is given to, from many goroutines at once: it must be
-// safe for concurrent use. Embed NopObserver to implement only some.
-type Observer interface {
+// The funcs are called synchronously on the Lock's goroutines, the
+// renewal's and the local deadline's timer included, so they must be
+// quick and must not block; they must not call back into the Lock. They
+// must not panic: a panic propagates into the Lock's call, as a go-redis
+// hook's does (the Lock stays usable after a panicking Start), and one in
+// HoldEnd crashes the goroutine that found the end of the hold. An
+// Observer is shared by every Lock it is given to, from many goroutines at
+// once: its funcs must be safe for concurrent use.
+type Observer struct {
 	// AcquireStart is called when Acquire or TryAcquire starts, once the
 	// Lock is known to hold nothing (ErrAlreadyAcquired for a Lock that
 	// holds is returned without any event).
-	AcquireStart(ctx context.Context, e AcquireStartEvent) context.Context
+	AcquireStart func(ctx context.Context, e AcquireStartEvent) context.Context
 	// AcquireEnd is called when it returns.
-	AcquireEnd(ctx context.Context, e AcquireEndEvent)
+	AcquireEnd func(ctx context.Context, e AcquireEndEvent)
 	// Wakeup is called each time a waiting Acquire's BLPOP returns: woken
 	// by a release's signal, or at the end of its slice.
-	Wakeup(ctx context.Context, e WakeupEvent)
+	Wakeup func(ctx context.Context, e WakeupEvent)
 	// ReleaseStart is called when Release starts (ErrNotAcquired returned
 	// without sending, for a Lock acquiring or releasing in another
 	// goroutine, has no event).
-	ReleaseStart(ctx context.Context, e ReleaseStartEvent) context.Context
+	ReleaseStart func(ctx context.Context, e ReleaseStartEvent) context.Context
 	// ReleaseEnd is called when it returns.
-	ReleaseEnd(ctx context.Context, e ReleaseEndEvent)
+	ReleaseEnd func(ctx context.Context, e ReleaseEndEvent)
 	// ExtendStart is called before an extend of the key is sent: by
 	// Extend, or by auto-renewal (Auto).
-	ExtendStart(ctx context.Context, e ExtendStartEvent) context.Context
+	ExtendStart func(ctx context.Context, e ExtendStartEvent) context.Context
 	// ExtendEnd is called when its reply is in.
-	ExtendEnd(ctx context.Context, e ExtendEndEvent)
+	ExtendEnd func(ctx context.Context, e ExtendEndEvent)
 	// HoldEnd is called once for every hold that started (an AcquireEnd
 	// with OutcomeAcquired), when it ends, and never before that
 	// AcquireEnd: released (Err is ErrReleased), lost (Reason says why),
 	// or dropped (a Lock collected while holding: ReasonAbandoned). It has
 	// no context: a loss is found by the renewal, a timer or the key's
 	// watch.
-	HoldEnd(e HoldEndEvent)
+	HoldEnd func(e HoldEndEvent)
 	// WatchRefused is called when Redis refuses the key watch of a hold
 	// that started (tracking unknown or denied: see Check), at most once
 	// per hold: a loss is then found by the renewal or the local
 	// deadline, not at once. It has no context: the watch finds it.
-	WatchRefused(e WatchRefusedEvent)
+	WatchRefused func(e WatchRefusedEvent)
 }
 
-// NopObserver is an Observer that does nothing, to embed in an observer
-// that implements only some of the methods.
-type NopObserver struct{}
+// joinObservers returns one Observer whose each func calls that func of
+// every observer in obs that has it, in order, and whether it has any.
+func joinObservers(obs []Observer) (Observer, bool) {
+	j := Observer{
+		AcquireStart: joinStart(obs, func(o *Observer) func(context.Context, AcquireStartEvent) context.Context { return o.AcquireStart }),
+		AcquireEnd:   joinEnd(obs, func(o *Observer) func(context.Context, AcquireEndEvent) { return o.AcquireEnd }),
+		Wakeup:       joinEnd(obs, func(o *Observer) func(context.Context, WakeupEvent) { return o.Wakeup }),
+		ReleaseStart: joinStart(obs, func(o *Observer) func(context.Context, ReleaseStartEvent) context.Context { return o.ReleaseStart }),
+		ReleaseEnd:   joinEnd(obs, func(o *Observer) func(context.Context, ReleaseEndEvent) { return o.ReleaseEnd }),
+		ExtendStart:  joinStart(obs, func(o *Observer) func(context.Context, ExtendStartEvent) context.Context { return o.ExtendStart }),
+		ExtendEnd:    joinEnd(obs, func(o *Observer) func(context.Context, ExtendEndEvent) { return o.ExtendEnd }),
+		HoldEnd:      joinPlain(obs, func(o *Observer) func(HoldEndEvent) { return o.HoldEnd }),
+		WatchRefused: joinPlain(obs, func(o *Observer) func(WatchRefusedEvent) { return o.WatchRefused }),
+	}
+	listens := j.AcquireStart != nil || j.AcquireEnd != nil || j.Wakeup != nil || j.ReleaseStart != nil || j.ReleaseEnd != nil ||
+		j.ExtendStart != nil || j.ExtendEnd != nil || j.HoldEnd != nil || j.WatchRefused != nil
+	return j, listens
+}
 
-func (NopObserver) AcquireStart(ctx context.Context, _ AcquireStartEvent) context.Context {
-	return ctx
+// funcs returns the non-nil funcs field picks from each observer.
+func funcs[F any](obs []Observer, field func(*Observer) F, isNil func(F) bool) []F {
+	var fs []F
+	for i := range obs {
+		if f := field(&obs[i]); !isNil(f) {
+			fs = append(fs, f)
+		}
+	}
+	return fs
 }
-func (NopObserver) AcquireEnd(context.Context, AcquireEndEvent) {}
-func (NopObserver) Wakeup(context.Context, WakeupEvent)         {}
-func (NopObserver) ReleaseStart(ctx context.Context, _ ReleaseStartEvent) context.Context {
-	return ctx
+
+func joinStart[E any](obs []Observer, field func(*Observer) func(context.Context, E) context.Context) func(context.Context, E) context.Context {
+	fs := funcs(obs, field, func(f func(context.Context, E) context.Context) bool { return f == nil })
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(ctx context.Context, e E) context.Context {
+		for _, f := range fs {
+			if c := f(ctx, e); c != nil {
+				ctx = c
+			}
+		}
+		return ctx
+	}
 }
-func (NopObserver) ReleaseEnd(context.Context, ReleaseEndEvent) {}
-func (NopObserver) ExtendStart(ctx context.Context, _ ExtendStartEvent) context.Context {
-	return ctx
+
+func joinEnd[E any](obs []Observer, field func(*Observer) func(context.Context, E)) func(context.Context, E) {
+	fs := funcs(obs, field, func(f func(context.Context, E)) bool { return f == nil })
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(ctx context.Context, e E) {
+		for _, f := range fs {
+			f(ctx, e)
+		}
+	}
 }
-func (NopObserver) ExtendEnd(context.Context, ExtendEndEvent) {}
-func (NopObserver) HoldEnd(HoldEndEvent)                      {}
-func (NopObserver) WatchRefused(WatchRefusedEvent)            {}
+
+func joinPlain[E any](obs []Observer, field func(*Observer) func(E)) func(E) {
+	fs := funcs(obs, field, func(f func(E)) bool { return f == nil })
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(e E) {
+		for _, f := range fs {
+			f(e)
+		}
+	}
+}
 
 // LockRef says which lock an event is about.
 type LockRef struct {

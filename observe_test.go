@@ -328,6 +328,16 @@ func (r *recorder) WatchRefused(e redislock.WatchRefusedEvent) {
 	r.mu.Unlock()
 }
 
+// observer is the Observer that hands every event to r.
+func (r *recorder) observer() *redislock.Observer {
+	return &redislock.Observer{
+		AcquireStart: r.AcquireStart, AcquireEnd: r.AcquireEnd, Wakeup: r.Wakeup,
+		ReleaseStart: r.ReleaseStart, ReleaseEnd: r.ReleaseEnd,
+		ExtendStart: r.ExtendStart, ExtendEnd: r.ExtendEnd,
+		HoldEnd: r.HoldEnd, WatchRefused: r.WatchRefused,
+	}
+}
+
 func (r *recorder) take() []any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -342,8 +352,8 @@ func TestObserverEvents(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		obs := &recorder{}
-		holder := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithObserver(obs))
-		waiter := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithObserver(obs))
+		holder := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithObserver(obs.observer()))
+		waiter := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithObserver(obs.observer()))
 
 		mustAcquire(t, ctx, holder)
 		ev := obs.take()
@@ -480,16 +490,15 @@ func TestParseOwner(t *testing.T) {
 	}
 }
 
-// slowObserver is a recorder whose AcquireEnd takes a while, as a slow
-// exporter's would.
-type slowObserver struct {
-	*recorder
-	delay time.Duration
-}
-
-func (s slowObserver) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
-	time.Sleep(s.delay)
-	s.recorder.AcquireEnd(ctx, e)
+// slowObserver is a recorder's Observer whose AcquireEnd takes delay, as a
+// slow exporter's would.
+func slowObserver(r *recorder, delay time.Duration) *redislock.Observer {
+	o := r.observer()
+	o.AcquireEnd = func(ctx context.Context, e redislock.AcquireEndEvent) {
+		time.Sleep(delay)
+		r.AcquireEnd(ctx, e)
+	}
+	return o
 }
 
 // A hold that ends while its AcquireEnd is still being reported (a slow
@@ -500,7 +509,7 @@ func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
 	ctx := ctxT(t)
 	rec := &recorder{}
 	l := mustNew(t, b.client(), "job", redislock.WithExpire(100*time.Millisecond),
-		redislock.WithObserver(slowObserver{&recorder{}, 300 * time.Millisecond}), redislock.WithObserver(rec))
+		redislock.WithObserver(slowObserver(&recorder{}, 300*time.Millisecond)), redislock.WithObserver(rec.observer()))
 	mustAcquire(t, ctx, l) // its hold is lost (expired) while the first observer sleeps
 	<-l.Done()
 	deadline := time.Now().Add(5 * time.Second)
@@ -527,19 +536,18 @@ func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
 }
 
 // panicker panics in AcquireStart and ReleaseStart once each.
-type panicker struct {
-	redislock.NopObserver
-	acquire, release *sync.Once
-}
-
-func (p panicker) AcquireStart(ctx context.Context, _ redislock.AcquireStartEvent) context.Context {
-	p.acquire.Do(func() { panic("observer bug") })
-	return ctx
-}
-
-func (p panicker) ReleaseStart(ctx context.Context, _ redislock.ReleaseStartEvent) context.Context {
-	p.release.Do(func() { panic("observer bug") })
-	return ctx
+func panicker() *redislock.Observer {
+	var acquire, release sync.Once
+	return &redislock.Observer{
+		AcquireStart: func(ctx context.Context, _ redislock.AcquireStartEvent) context.Context {
+			acquire.Do(func() { panic("observer bug") })
+			return ctx
+		},
+		ReleaseStart: func(ctx context.Context, _ redislock.ReleaseStartEvent) context.Context {
+			release.Do(func() { panic("observer bug") })
+			return ctx
+		},
+	}
 }
 
 // An observer that panics in a Start: the panic reaches the caller, and
@@ -547,7 +555,7 @@ func (p panicker) ReleaseStart(ctx context.Context, _ redislock.ReleaseStartEven
 func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
 	b := miniBackend(t)
 	ctx := ctxT(t)
-	l := mustNew(t, b.client(), "job", redislock.WithObserver(panicker{acquire: &sync.Once{}, release: &sync.Once{}}))
+	l := mustNew(t, b.client(), "job", redislock.WithObserver(panicker()))
 	mustPanic := func(f func()) {
 		t.Helper()
 		defer func() {
@@ -584,7 +592,7 @@ func TestStoppedRenewalIsCanceled(t *testing.T) {
 	rec := &recorder{}
 	logs := &logRecorder{level: slog.LevelWarn}
 	l := mustNew(t, c, "job", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal(), redislock.WithTracking(false),
-		redislock.WithObserver(rec), redislock.WithLogger(slog.New(logs)))
+		redislock.WithObserver(rec.observer()), redislock.WithLogger(slog.New(logs)))
 	mustAcquire(t, ctx, l)
 	<-renewing
 	if err := l.Release(ctx); err != nil {
@@ -604,7 +612,7 @@ func TestAbandonedHoldEnds(t *testing.T) {
 	b := realBackend(t)
 	rec := &recorder{}
 	func() {
-		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithObserver(rec))
+		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithObserver(rec.observer()))
 		mustAcquire(t, context.Background(), l)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -628,5 +636,33 @@ func TestAbandonedHoldEnds(t *testing.T) {
 			t.Fatal("no HoldEnd 10 s after the Lock was dropped")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An Observer sets only the funcs it wants: the others are skipped. The
+// Lock keeps a copy (a func set afterwards is not called), a nil
+// *Observer is ignored, and two observers each get every event, in the
+// order given.
+func TestObserverFuncsAreOptional(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var calls []string
+	note := func(s string) { mu.Lock(); calls = append(calls, s); mu.Unlock() }
+	first := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) { note("first:" + string(e.Outcome)) }}
+	second := &redislock.Observer{
+		AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) { note("second:" + string(e.Outcome)) },
+		HoldEnd:    func(e redislock.HoldEndEvent) { note("second:hold-end") },
+	}
+	l := mustNew(t, b.client(), "job", redislock.WithObserver(first), redislock.WithObserver(nil), redislock.WithObserver(second))
+	first.ReleaseEnd = func(context.Context, redislock.ReleaseEndEvent) { note("first:release (set after New)") }
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := strings.Join(calls, ","), "first:acquired,second:acquired,second:hold-end"; got != want {
+		t.Fatalf("calls %s, want %s", got, want)
 	}
 }

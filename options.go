@@ -111,13 +111,13 @@ func WithLogger(logger *slog.Logger) Option {
 
 // WithObserver adds obs to the observers of the Lock's events (see
 // Observer): given more than once, each observer gets every event, in the
-// order given. A nil obs is ignored. The default is none, and costs
-// nothing.
-func WithObserver(obs Observer) Option {
+// order given. The Lock keeps a copy: fields set on obs later do not
+// reach it. A nil obs is ignored. The default is none, and costs nothing.
+func WithObserver(obs *Observer) Option {
 	return func(c *config) {
 		c.mark("WithObserver")
 		if obs != nil {
-			c.observers = append(c.observers, obs)
+			c.observers = append(c.observers, *obs)
 		}
 	}
 }

@@ -420,12 +420,12 @@ func TestFamilyEventsSayTheirKind(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedBuilder{b: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	obs := &kindObserver{}
-	sem := mustSemaphore(t, b.client(), "pool", 2, redislock.WithLogger(logger), redislock.WithObserver(obs))
+	sem := mustSemaphore(t, b.client(), "pool", 2, redislock.WithLogger(logger), redislock.WithObserver(&redislock.Observer{AcquireStart: obs.AcquireStart}))
 	if err := sem.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	sem.Release(ctx)
-	rw := mustRWMutex(t, b.client(), "cfg", redislock.WithObserver(obs))
+	rw := mustRWMutex(t, b.client(), "cfg", redislock.WithObserver(&redislock.Observer{AcquireStart: obs.AcquireStart}))
 	rw.RLock(ctx)
 	rw.RUnlock(ctx)
 	rw.Lock(ctx)
@@ -444,7 +444,6 @@ func TestFamilyEventsSayTheirKind(t *testing.T) {
 }
 
 type kindObserver struct {
-	redislock.NopObserver
 	mu    sync.Mutex
 	kinds []string
 }

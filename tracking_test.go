@@ -262,7 +262,7 @@ func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 	obs := &recorder{}
 	logs := &logRecorder{level: slog.LevelDebug}
 	holder := mustNew(t, user, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(),
-		redislock.WithObserver(obs), redislock.WithLogger(slog.New(logs)))
+		redislock.WithObserver(obs.observer()), redislock.WithLogger(slog.New(logs)))
 	mustAcquire(t, ctx, holder)
 	deadline := time.Now().Add(5 * time.Second)
 	for redislock.Watched(holder) { // the tracker is refused in the background

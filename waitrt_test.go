@@ -89,9 +89,10 @@ func TestWaitingLeavesThePoolAlone(t *testing.T) {
 
 // wakeCounter is an Observer that counts its waiters' wake-ups by cause.
 type wakeCounter struct {
-	redislock.NopObserver
 	signal, timeout atomic.Int64
 }
+
+func (w *wakeCounter) observer() *redislock.Observer { return &redislock.Observer{Wakeup: w.Wakeup} }
 
 func (w *wakeCounter) Wakeup(_ context.Context, e redislock.WakeupEvent) {
 	switch e.Cause {
@@ -130,7 +131,7 @@ func TestManyWaitersShareFewConnections(t *testing.T) {
 	results := make([]<-chan acquired, names)
 	waiters := make([]*redislock.Lock, names)
 	for i := range waiters {
-		waiters[i] = mustNew(t, shared, fmt.Sprint("job-", i), redislock.WithObserver(wakes))
+		waiters[i] = mustNew(t, shared, fmt.Sprint("job-", i), redislock.WithObserver(wakes.observer()))
 		wctx, cancel := context.WithCancel(ctx)
 		gaveUp[i] = cancel
 		results[i] = acquireAsync(wctx, waiters[i])
@@ -371,7 +372,7 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 	results := make([]<-chan acquired, n)
 	waiters := make([]*redislock.Lock, n)
 	start := func(i int) {
-		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i), redislock.WithObserver(wakes))
+		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i), redislock.WithObserver(wakes.observer()))
 		results[i] = acquireAsync(ctx, waiters[i])
 	}
 	// The bad one comes last, once every lane is taken: it shares a lane

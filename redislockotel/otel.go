@@ -57,9 +57,28 @@ func WithLockName() Option {
 	return func(c *config) { c.withName = true }
 }
 
-// Observer is a redislock.Observer that records OpenTelemetry metrics and
-// spans. Give it to every Lock with redislock.WithObserver; one Observer
-// serves any number of Locks, from any goroutines.
+// observer records the events of the Locks it is given to.
+type observer struct {
+	tracer   trace.Tracer
+	withName bool
+	// sets holds the measurement options of every attribute combination
+	// known in advance, built once, so that recording allocates nothing
+	// for them; read-only after NewObserver. Empty with WithLockName.
+	sets map[attrPair]metric.MeasurementOption
+
+	acquireDur metric.Float64Histogram
+	holdDur    metric.Float64Histogram
+	held       metric.Int64UpDownCounter
+	lost       metric.Int64Counter
+	extend     metric.Int64Counter
+	wakeups    metric.Int64Counter
+	refused    metric.Int64Counter
+}
+
+// NewObserver returns a redislock.Observer that records OpenTelemetry
+// metrics and spans on the given providers. Give it to every Lock with
+// redislock.WithObserver; one Observer serves any number of Locks, from any
+// goroutines. It fails only when the meter refuses an instrument.
 //
 // Metrics (durations in seconds):
 //   - redislock.acquire.duration, histogram: from the start of Acquire or
@@ -86,28 +105,7 @@ func WithLockName() Option {
 // redislock.extend, with the lock's name and key, the result, and the
 // fencing token of an acquire; a result of error sets the span's status to
 // Error. go-redis's own command spans (redisotel) nest under them.
-type Observer struct {
-	tracer   trace.Tracer
-	withName bool
-	// sets holds the measurement options of every attribute combination
-	// known in advance, built once, so that recording allocates nothing
-	// for them; read-only after NewObserver. Empty with WithLockName.
-	sets map[attrPair]metric.MeasurementOption
-
-	acquireDur metric.Float64Histogram
-	holdDur    metric.Float64Histogram
-	held       metric.Int64UpDownCounter
-	lost       metric.Int64Counter
-	extend     metric.Int64Counter
-	wakeups    metric.Int64Counter
-	refused    metric.Int64Counter
-}
-
-var _ redislock.Observer = (*Observer)(nil)
-
-// NewObserver returns an Observer on the given providers. It fails only
-// when the meter refuses an instrument.
-func NewObserver(opts ...Option) (*Observer, error) {
+func NewObserver(opts ...Option) (*redislock.Observer, error) {
 	c := config{}
 	for _, opt := range opts {
 		if opt != nil {
@@ -121,7 +119,7 @@ func NewObserver(opts ...Option) (*Observer, error) {
 		c.tp = otel.GetTracerProvider()
 	}
 	meter := c.mp.Meter(ScopeName)
-	o := &Observer{tracer: c.tp.Tracer(ScopeName), withName: c.withName}
+	o := &observer{tracer: c.tp.Tracer(ScopeName), withName: c.withName}
 	var err, e error
 	o.acquireDur, e = meter.Float64Histogram("redislock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of an acquire to its end."))
@@ -175,7 +173,12 @@ func NewObserver(opts ...Option) (*Observer, error) {
 			add(AttrReason.String(string(r)))
 		}
 	}
-	return o, nil
+	return &redislock.Observer{
+		AcquireStart: o.AcquireStart, AcquireEnd: o.AcquireEnd, Wakeup: o.Wakeup,
+		ReleaseStart: o.ReleaseStart, ReleaseEnd: o.ReleaseEnd,
+		ExtendStart: o.ExtendStart, ExtendEnd: o.ExtendEnd,
+		HoldEnd: o.HoldEnd, WatchRefused: o.WatchRefused,
+	}, nil
 }
 
 // attrPair is the key of a precomputed attribute set: up to two
@@ -192,15 +195,15 @@ func first(err, e error) error {
 // spanKey is the context key of an observer's span: one per Observer, so
 // that another observer's span in the same context is never ended in its
 // place.
-type spanKey struct{ o *Observer }
+type spanKey struct{ o *observer }
 
-func (o *Observer) start(ctx context.Context, name string, in redislock.LockRef, attrs ...attribute.KeyValue) context.Context {
+func (o *observer) start(ctx context.Context, name string, in redislock.LockRef, attrs ...attribute.KeyValue) context.Context {
 	attrs = append(attrs, AttrName.String(in.Name), AttrKey.String(in.Key))
 	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return context.WithValue(ctx, spanKey{o}, span)
 }
 
-func (o *Observer) end(ctx context.Context, result string, err error, attrs ...attribute.KeyValue) {
+func (o *observer) end(ctx context.Context, result string, err error, attrs ...attribute.KeyValue) {
 	span, ok := ctx.Value(spanKey{o}).(trace.Span)
 	if !ok {
 		return
@@ -215,7 +218,7 @@ func (o *Observer) end(ctx context.Context, result string, err error, attrs ...a
 
 // set returns the measurement option for the attributes a and b (either
 // may be the zero KeyValue: none), with the lock's name when asked.
-func (o *Observer) set(in redislock.LockRef, a, b attribute.KeyValue) metric.MeasurementOption {
+func (o *observer) set(in redislock.LockRef, a, b attribute.KeyValue) metric.MeasurementOption {
 	if opt, ok := o.sets[attrPair{a, b}]; ok {
 		return opt
 	}
@@ -248,13 +251,13 @@ func renewal(auto bool) attribute.KeyValue {
 }
 
 // AcquireStart opens the span redislock.acquire.
-func (o *Observer) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
+func (o *observer) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
 	return o.start(ctx, "redislock.acquire", e.LockRef, mode(e.Blocking))
 }
 
 // AcquireEnd records redislock.acquire.duration and, for a hold that
 // starts, redislock.held.
-func (o *Observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
+func (o *observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
 	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.set(e.LockRef, mode(e.Blocking), AttrResult.String(string(e.Outcome))))
 	if e.Outcome == redislock.OutcomeAcquired {
 		o.held.Add(ctx, 1, o.set(e.LockRef, none, none))
@@ -265,34 +268,34 @@ func (o *Observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) 
 }
 
 // Wakeup counts redislock.wakeups.
-func (o *Observer) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
+func (o *observer) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
 	o.wakeups.Add(ctx, 1, o.set(e.LockRef, AttrCause.String(string(e.Cause)), none))
 }
 
 // ReleaseStart opens the span redislock.release.
-func (o *Observer) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
+func (o *observer) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
 	return o.start(ctx, "redislock.release", e.LockRef)
 }
 
 // ReleaseEnd ends it.
-func (o *Observer) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
+func (o *observer) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
 	o.end(ctx, string(e.Outcome), e.Err)
 }
 
 // ExtendStart opens the span redislock.extend.
-func (o *Observer) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
+func (o *observer) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
 	return o.start(ctx, "redislock.extend", e.LockRef, renewal(e.Auto))
 }
 
 // ExtendEnd counts redislock.extend and ends the span.
-func (o *Observer) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
+func (o *observer) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
 	o.extend.Add(ctx, 1, o.set(e.LockRef, renewal(e.Auto), AttrResult.String(string(e.Outcome))))
 	o.end(ctx, string(e.Outcome), e.Err)
 }
 
 // HoldEnd records redislock.hold.duration and redislock.held, and counts
 // redislock.lost for a loss.
-func (o *Observer) HoldEnd(e redislock.HoldEndEvent) {
+func (o *observer) HoldEnd(e redislock.HoldEndEvent) {
 	ctx := context.Background()
 	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
 	o.held.Add(ctx, -1, o.set(e.LockRef, none, none))
@@ -302,6 +305,6 @@ func (o *Observer) HoldEnd(e redislock.HoldEndEvent) {
 }
 
 // WatchRefused counts redislock.watch.refused.
-func (o *Observer) WatchRefused(e redislock.WatchRefusedEvent) {
+func (o *observer) WatchRefused(e redislock.WatchRefusedEvent) {
 	o.refused.Add(context.Background(), 1, o.set(e.LockRef, none, none))
 }

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup returns an observer on a manual metric reader and a span recorder.
-func setup(t *testing.T, opts ...redislockotel.Option) (*redislockotel.Observer, *sdkmetric.ManualReader, *tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+func setup(t *testing.T, opts ...redislockotel.Option) (*redislock.Observer, *sdkmetric.ManualReader, *tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

@@ -120,7 +120,7 @@ func run(ctx context.Context, ln net.Listener, client redis.UniversalClient, wor
 
 // work takes the lock, holds it for a moment, and releases it, until ctx
 // ends.
-func work(ctx context.Context, client redis.UniversalClient, obs redislock.Observer) {
+func work(ctx context.Context, client redis.UniversalClient, obs *redislock.Observer) {
 	l, err := redislock.New(client, "report", redislock.WithExpire(5*time.Second), redislock.WithObserver(obs))
 	if err != nil {
 		log.Print(err)
