@@ -17,21 +17,21 @@ import (
 type Severity int
 
 const (
-	// Info is worth knowing, with no risk to mutual exclusion.
-	Info Severity = iota
-	// Warning is a risk in some failures, or something Check could not
+	// SeverityInfo is worth knowing, with no risk to mutual exclusion.
+	SeverityInfo Severity = iota
+	// SeverityWarning is a risk in some failures, or something Check could not
 	// inspect.
-	Warning
-	// Problem makes locks unsafe or unusable on this deployment.
-	Problem
+	SeverityWarning
+	// SeverityProblem makes locks unsafe or unusable on this deployment.
+	SeverityProblem
 )
 
 // String returns "info", "warning" or "problem".
 func (s Severity) String() string {
 	switch s {
-	case Info:
+	case SeverityInfo:
 		return "info"
-	case Warning:
+	case SeverityWarning:
 		return "warning"
 	}
 	return "problem"
@@ -39,7 +39,7 @@ func (s Severity) String() string {
 
 // A Finding is one thing Check reports about one Redis node.
 type Finding struct {
-	Severity Severity // how much it matters: Problem, Warning or Info
+	Severity Severity // how much it matters: SeverityProblem, SeverityWarning or SeverityInfo
 	Node     string   // the node's address
 	Message  string   // what was found and what to do about it
 }
@@ -53,7 +53,7 @@ type Report []Finding
 // OK reports whether the report has no Problem.
 func (r Report) OK() bool {
 	for _, f := range r {
-		if f.Severity == Problem {
+		if f.Severity == SeverityProblem {
 			return false
 		}
 	}
@@ -63,13 +63,13 @@ func (r Report) OK() bool {
 // Check inspects the deployment behind client (every master of a cluster)
 // and reports what makes locks unsafe there:
 //
-//   - a maxmemory-policy other than noeviction (Problem): Redis may evict a
+//   - a maxmemory-policy other than noeviction (SeverityProblem): Redis may evict a
 //     lock key and another owner then takes the lock;
-//   - a node that is a replica (Problem): lock writes would fail;
-//   - replicas with no WithReplicaAck among opts (Warning): a failover may
+//   - a node that is a replica (SeverityProblem): lock writes would fail;
+//   - replicas with no WithReplicaAck among opts (SeverityWarning): a failover may
 //     promote a replica that never got a lock; fewer connected replicas
-//     than WithReplicaAck asks for (Problem): every acquire would fail;
-//     more replicas than it asks for (Warning): a failover may promote one
+//     than WithReplicaAck asks for (SeverityProblem): every acquire would fail;
+//     more replicas than it asks for (SeverityWarning): a failover may promote one
 //     that missed the lock;
 //   - on each replica it can reach (from the master's INFO replication): a
 //     maxmemory-policy other than noeviction (Problem: a failover promotes
@@ -77,22 +77,22 @@ func (r Report) OK() bool {
 //     MaxClockSkew (Warning: after a failover to it, a replica behind
 //     issues fencing tokens below those already granted, and one ahead
 //     expires every lock early, since expires replicate as absolute times);
-//   - a Redis older than MinRedisVersion (Problem);
-//   - tracking-table-max-keys, unless 0 (no limit) (Info): with more held
+//   - a Redis older than MinRedisVersion (SeverityProblem);
+//   - tracking-table-max-keys, unless 0 (no limit) (SeverityInfo): with more held
 //     locks than that, the key watch reads each again about once a second;
-//   - no persistence (Info): a restart frees every lock;
-//   - whether held keys can be watched (see WithTracking): Info when they
-//     can, a Warning when Redis refuses tracking, a loss then being found
+//   - no persistence (SeverityInfo): a restart frees every lock;
+//   - whether held keys can be watched (see WithTracking): SeverityInfo when they
+//     can, a SeverityWarning when Redis refuses tracking, a loss then being found
 //     only at the next renewal;
 //   - what it could not read, for instance under an ACL without CONFIG
-//     (Warning).
+//     (SeverityWarning).
 //
 // It only reads (CONFIG GET, INFO, TIME), and opens and closes the two
 // connections of a tracker and one connection to each replica. Nodes are
 // named by address; the master behind a Sentinel failover client by the
 // address it reports (CLIENT INFO). It returns an error only when a master
-// cannot be reached or the client or opts are invalid (the errors of New:
-// ErrUnsupportedClient, ErrInvalidReplicaAck, ...).
+// cannot be reached or the client or opts are invalid (New's errors, all
+// matching ErrInvalidArgument).
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
 	if isNil(client) {
 		return nil, ErrNilClient
@@ -147,7 +147,7 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 	}
 	// Problems first, then warnings, then info; stable within each.
 	sorted := make(Report, 0, len(report))
-	for _, sev := range []Severity{Problem, Warning, Info} {
+	for _, sev := range []Severity{SeverityProblem, SeverityWarning, SeverityInfo} {
 		for _, f := range report {
 			if f.Severity == sev {
 				sorted = append(sorted, f)
@@ -165,20 +165,20 @@ func checkTracking(node redis.UniversalClient, addr string, c config) []Finding 
 		return []Finding{{Severity: sev, Node: addr, Message: fmt.Sprintf(format, args...)}}
 	}
 	if c.noTracking {
-		return finding(Info, "key tracking off (WithTracking(false)): a lost lock is found at the next renewal or the local deadline")
+		return finding(SeverityInfo, "key tracking off (WithTracking(false)): a lost lock is found at the next renewal or the local deadline")
 	}
 	n, ok := node.(*redis.Client)
 	if !ok {
-		return finding(Warning, "key tracking not available on a %T: a lost lock is found at the next renewal or the local deadline", node)
+		return finding(SeverityWarning, "key tracking not available on a %T: a lost lock is found at the next renewal or the local deadline", node)
 	}
 	err := watch.Probe(*n.Options())
 	if err != nil && !watch.Refuses(err) {
-		return finding(Warning, "key tracking could not be set up just now (%v): holds are watched once it can, retried with backoff; until then a lost lock is found at the next renewal or the local deadline", err)
+		return finding(SeverityWarning, "key tracking could not be set up just now (%v): holds are watched once it can, retried with backoff; until then a lost lock is found at the next renewal or the local deadline", err)
 	}
 	if err != nil {
-		return finding(Warning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
+		return finding(SeverityWarning, "key tracking refused (%v): a lost lock is found at the next renewal or the local deadline, not at once; allow HELLO, CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate", err)
 	}
-	return finding(Info, "key tracking works: a lost lock is noticed as soon as the server reports its key changed")
+	return finding(SeverityInfo, "key tracking works: a lost lock is noticed as soon as the server reports its key changed")
 }
 
 // nodeName is how Check names the node of a *redis.Client: its address,
@@ -229,17 +229,17 @@ type addFinding func(sev Severity, format string, args ...any)
 // version.
 func checkConfig(ctx context.Context, node redis.UniversalClient, add addFinding) {
 	if policy, err := configGet(ctx, node, "maxmemory-policy"); err != nil {
-		add(Warning, "could not read maxmemory-policy (%v): make sure it is noeviction", err)
+		add(SeverityWarning, "could not read maxmemory-policy (%v): make sure it is noeviction", err)
 	} else if policy != "noeviction" {
-		add(Problem, "maxmemory-policy is %s: Redis may evict lock keys and let a second owner in; set noeviction", policy)
+		add(SeverityProblem, "maxmemory-policy is %s: Redis may evict lock keys and let a second owner in; set noeviction", policy)
 	}
 	if n, err := configGet(ctx, node, "tracking-table-max-keys"); err == nil && n != "" && n != "0" {
-		add(Info, "tracking-table-max-keys is %s: with more locks held at once (by every client of the server that tracks keys), the server evicts keys from its tracking table, and the key watch reads each again about once a second, seeing a loss up to a second late; 0 is no limit", n)
+		add(SeverityInfo, "tracking-table-max-keys is %s: with more locks held at once (by every client of the server that tracks keys), the server evicts keys from its tracking table, and the key watch reads each again about once a second, seeing a loss up to a second late; 0 is no limit", n)
 	}
 	if server, err := node.Info(ctx, "server").Result(); err != nil {
-		add(Warning, "could not read INFO server (%v): make sure Redis is %s or later", err, MinRedisVersion)
+		add(SeverityWarning, "could not read INFO server (%v): make sure Redis is %s or later", err, MinRedisVersion)
 	} else if v := infoFields(server)["redis_version"]; !versionAtLeast(v, MinRedisVersion) {
-		add(Problem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
+		add(SeverityProblem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
 	}
 }
 
@@ -249,7 +249,7 @@ func checkReplication(ctx context.Context, node redis.UniversalClient, ack repli
 	// One section an INFO: Redis before 7.0 takes only one.
 	info, err := node.Info(ctx, "replication").Result()
 	if err != nil {
-		add(Warning, "could not read INFO replication (%v): replicas and failover not checked", err)
+		add(SeverityWarning, "could not read INFO replication (%v): replicas and failover not checked", err)
 		return
 	}
 	fields := infoFields(info)
@@ -261,17 +261,17 @@ func checkReplication(ctx context.Context, node redis.UniversalClient, ack repli
 	replicas, _ := strconv.Atoi(fields["connected_slaves"])
 	switch {
 	case fields["role"] == "slave":
-		add(Problem, "this node is a replica: lock writes fail on it; connect to the primary")
+		add(SeverityProblem, "this node is a replica: lock writes fail on it; connect to the primary")
 	case ack.on() && replicas < ack.n:
-		add(Problem, "WithReplicaAck(%d) but %d replicas are connected: every acquire will fail", ack.n, replicas)
+		add(SeverityProblem, "WithReplicaAck(%d) but %d replicas are connected: every acquire will fail", ack.n, replicas)
 	case ack.on() && replicas > ack.n:
-		add(Warning, "WithReplicaAck(%d) with %d replicas: a failover may promote one of the %d that were not waited for and missed a lock; ask for all of them", ack.n, replicas, replicas-ack.n)
+		add(SeverityWarning, "WithReplicaAck(%d) with %d replicas: a failover may promote one of the %d that were not waited for and missed a lock; ask for all of them", ack.n, replicas, replicas-ack.n)
 	case !ack.on() && replicas > 0:
-		add(Warning, "%d replicas and no WithReplicaAck: a failover may promote a replica that never got a lock", replicas)
+		add(SeverityWarning, "%d replicas and no WithReplicaAck: a failover may promote a replica that never got a lock", replicas)
 	}
 	if fields["aof_enabled"] == "0" && fields["rdb_last_save_time"] != "" {
 		if save, err := configGet(ctx, node, "save"); err == nil && save == "" {
-			add(Info, "no persistence: a restart frees every lock (fencing tokens still grow)")
+			add(SeverityInfo, "no persistence: a restart frees every lock (fencing tokens still grow)")
 		}
 	}
 }

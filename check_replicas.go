@@ -63,25 +63,25 @@ func checkReplica(ctx context.Context, master *redis.Client, addr, raddr string)
 	r := redis.NewClient(&o)
 	defer r.Close()
 	if err := r.Ping(ctx).Err(); err != nil {
-		add(Warning, "replica of %s could not be reached (%v): its maxmemory-policy and clock were not checked", addr, err)
+		add(SeverityWarning, "replica of %s could not be reached (%v): its maxmemory-policy and clock were not checked", addr, err)
 		return fs
 	}
 	if policy, err := configGet(ctx, r, "maxmemory-policy"); err != nil {
-		add(Warning, "could not read the maxmemory-policy of this replica of %s (%v): make sure it is noeviction", addr, err)
+		add(SeverityWarning, "could not read the maxmemory-policy of this replica of %s (%v): make sure it is noeviction", addr, err)
 	} else if policy != "noeviction" {
-		add(Problem, "replica of %s with maxmemory-policy %s: once a failover promotes it, it may evict lock keys and let a second owner in; set noeviction", addr, policy)
+		add(SeverityProblem, "replica of %s with maxmemory-policy %s: once a failover promotes it, it may evict lock keys and let a second owner in; set noeviction", addr, policy)
 	}
 	mo, merr := clockOffset(ctx, master)
 	ro, rerr := clockOffset(ctx, r)
 	if merr != nil || rerr != nil {
-		add(Warning, "could not compare this replica's clock with its master %s (%v): make sure they agree", addr, joinErrs(merr, rerr))
+		add(SeverityWarning, "could not compare this replica's clock with its master %s (%v): make sure they agree", addr, joinErrs(merr, rerr))
 		return fs
 	}
 	switch skew := (ro - mo).Round(time.Millisecond); {
 	case skew > MaxClockSkew:
-		add(Warning, "clock %v ahead of its master %s: after a failover to it, locks expire %v early (expires replicate as absolute times) and a second owner may get in; synchronise the clocks", skew, addr, skew)
+		add(SeverityWarning, "clock %v ahead of its master %s: after a failover to it, locks expire %v early (expires replicate as absolute times) and a second owner may get in; synchronise the clocks", skew, addr, skew)
 	case skew < -MaxClockSkew:
-		add(Warning, "clock %v behind its master %s: after a failover to it, fencing tokens may go back by up to that much, below tokens already granted; synchronise the clocks", -skew, addr)
+		add(SeverityWarning, "clock %v behind its master %s: after a failover to it, fencing tokens may go back by up to that much, below tokens already granted; synchronise the clocks", -skew, addr)
 	}
 	return fs
 }

@@ -18,11 +18,11 @@ import (
 // key "lock:reports" and its waiters wait on the list "lock-signal:reports".
 const DefaultKeyPrefix = "lock:"
 
-// checkName returns ErrInvalidHashTag when name, under ks, would not give
+// checkName returns errInvalidHashTag when name, under ks, would not give
 // keys of one slot (see wire.Scheme.TagSafe).
 func checkName(ks wire.Scheme, name string) error {
 	if !ks.TagSafe(name) {
-		return ErrInvalidHashTag
+		return errInvalidHashTag
 	}
 	return nil
 }

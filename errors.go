@@ -99,58 +99,20 @@ var (
 	ErrAlreadyStarted = hold.ErrAlreadyStarted
 )
 
-// ErrInvalidArgument is matched, under errors.Is, by every error below: bad
-// input to New, an option or a call. Such errors are returned before any
+// ErrInvalidArgument is matched, under errors.Is, by every error for bad
+// input to a constructor, an option or a call: an empty name or id, a
+// duration out of range, options that do not go together, an option the
+// call does nothing with, a client that cannot work. The message says
+// what was passed and what is allowed. Such errors are returned before any
 // Redis command is sent.
 var ErrInvalidArgument = errors.New("redislock: invalid argument")
 
-// Argument errors. Each matches ErrInvalidArgument as well as itself.
+// The argument errors a caller may branch on. Each matches
+// ErrInvalidArgument as well as itself.
 var (
 	// ErrNilClient is returned by the constructors, Check, List and
 	// ResetAll when the client is nil, or a nil pointer.
 	ErrNilClient = invalid("nil client")
-
-	// ErrInvalidName is returned by New for an empty lock name.
-	ErrInvalidName = invalid("empty lock name")
-
-	// ErrInvalidSize is returned by NewSemaphore for a size below 1.
-	ErrInvalidSize = invalid("semaphore size must be at least 1")
-
-	// ErrInvalidID is returned by New when WithID is given an empty id.
-	ErrInvalidID = invalid("empty owner id")
-
-	// ErrInvalidExpire is returned by New when WithExpire is given a
-	// negative duration, or a positive one below one millisecond (Redis
-	// counts expires in whole milliseconds, and PEXPIRE 0 deletes a key),
-	// and by NewSemaphore also for WithExpire(0): a permit must expire.
-	ErrInvalidExpire = invalid("expire")
-
-	// ErrInvalidSignalExpire is returned by New and ResetAll when
-	// WithSignalExpire is given a duration below one millisecond.
-	ErrInvalidSignalExpire = invalid("signal expire must be at least 1ms")
-
-	// ErrInvalidPrefix is returned by New and ResetAll when WithKeyPrefix is
-	// given an empty prefix (ResetAll would then scan every key).
-	ErrInvalidPrefix = invalid("empty key prefix")
-
-	// ErrInvalidHashTag is returned by New, ResetAll and List for hash-tagged
-	// keys (WithHashTag, or a cluster client) when the name contains '}'
-	// or the prefix contains '{' or '}': the keys of one lock would then
-	// not share a slot.
-	ErrInvalidHashTag = invalid("hash-tagged keys: the name must not contain '}', nor the prefix '{' or '}'")
-
-	// ErrCrossSlot is returned by New, ResetAll and List for
-	// python-redis-lock's untagged keys (WithHashTag(false)) on a
-	// *redis.ClusterClient: the lock and signal keys would hash to
-	// different slots.
-	ErrCrossSlot = invalid("untagged keys on a cluster client: lock and signal keys would be in different slots")
-
-	// ErrInvalidReplicaAck is returned by New and Check when WithReplicaAck
-	// is given fewer than one replica, a timeout below 1ms, or a timeout
-	// above a third of the client's read timeout (a waiter's BLPOP and the
-	// WAIT behind it share two thirds of it: a longer WAIT would leave
-	// BLPOP slices so short that waiting would turn into polling).
-	ErrInvalidReplicaAck = invalid("replica ack needs n >= 1 and a timeout from 1ms to 1/3 of the read timeout")
 
 	// ErrUnsupportedClient is returned by New, List, ResetAll and Check for
 	// a go-redis *redis.Ring: a Ring shards keys by its own hash, so a
@@ -159,24 +121,70 @@ var (
 	// go to any shard. Use a *redis.Client per Redis server, or a
 	// ClusterClient.
 	ErrUnsupportedClient = invalid("unsupported client")
+)
 
-	// ErrInvalidAutoRenewal is returned by New when WithAutoRenewal is given
+// The other argument errors, one per check (tests tell them apart; see
+// export_test.go). Each matches ErrInvalidArgument.
+var (
+	// errInvalidName is returned by New for an empty lock name.
+	errInvalidName = invalid("empty lock name")
+
+	// errInvalidSize is returned by NewSemaphore for a size below 1.
+	errInvalidSize = invalid("semaphore size must be at least 1")
+
+	// errInvalidID is returned by New when WithID is given an empty id.
+	errInvalidID = invalid("empty owner id")
+
+	// errInvalidExpire is returned by New when WithExpire is given a
+	// negative duration, or a positive one below one millisecond (Redis
+	// counts expires in whole milliseconds, and PEXPIRE 0 deletes a key),
+	// and by NewSemaphore also for WithExpire(0): a permit must expire.
+	errInvalidExpire = invalid("expire")
+
+	// errInvalidSignalExpire is returned by New and ResetAll when
+	// WithSignalExpire is given a duration below one millisecond.
+	errInvalidSignalExpire = invalid("signal expire must be at least 1ms")
+
+	// errInvalidPrefix is returned by New and ResetAll when WithKeyPrefix is
+	// given an empty prefix (ResetAll would then scan every key).
+	errInvalidPrefix = invalid("empty key prefix")
+
+	// errInvalidHashTag is returned by New, ResetAll and List for hash-tagged
+	// keys (WithHashTag, or a cluster client) when the name contains '}'
+	// or the prefix contains '{' or '}': the keys of one lock would then
+	// not share a slot.
+	errInvalidHashTag = invalid("hash-tagged keys: the name must not contain '}', nor the prefix '{' or '}'")
+
+	// errCrossSlot is returned by New, ResetAll and List for
+	// python-redis-lock's untagged keys (WithHashTag(false)) on a
+	// *redis.ClusterClient: the lock and signal keys would hash to
+	// different slots.
+	errCrossSlot = invalid("untagged keys on a cluster client: lock and signal keys would be in different slots")
+
+	// errInvalidReplicaAck is returned by New and Check when WithReplicaAck
+	// is given fewer than one replica, a timeout below 1ms, or a timeout
+	// above a third of the client's read timeout (a waiter's BLPOP and the
+	// WAIT behind it share two thirds of it: a longer WAIT would leave
+	// BLPOP slices so short that waiting would turn into polling).
+	errInvalidReplicaAck = invalid("replica ack needs n >= 1 and a timeout from 1ms to 1/3 of the read timeout")
+
+	// errInvalidAutoRenewal is returned by New when WithAutoRenewal is given
 	// without an expire: there would be nothing to renew.
-	ErrInvalidAutoRenewal = invalid("auto-renewal needs an expire")
+	errInvalidAutoRenewal = invalid("auto-renewal needs an expire")
 
-	// ErrInvalidMaxHold is returned by New when WithMaxHold is given without
+	// errInvalidMaxHold is returned by New when WithMaxHold is given without
 	// WithAutoRenewal, or with a duration shorter than the expire.
-	ErrInvalidMaxHold = invalid("max hold needs auto-renewal and must be at least the expire")
+	errInvalidMaxHold = invalid("max hold needs auto-renewal and must be at least the expire")
 
-	// ErrInvalidDuration is returned by Extend for a negative duration, one
+	// errInvalidDuration is returned by Extend for a negative duration, one
 	// below one millisecond, 0 on a Lock without expire (0 means the Lock's
 	// own expire), or one not longer than the safety margin
 	// (WithSafetyMargin), with no Redis command sent.
-	ErrInvalidDuration = invalid("duration must be at least 1ms and longer than the safety margin")
+	errInvalidDuration = invalid("duration must be at least 1ms and longer than the safety margin")
 
-	// ErrInvalidSafetyMargin is returned by New for a WithSafetyMargin
+	// errInvalidSafetyMargin is returned by New for a WithSafetyMargin
 	// below 0, above half the expire, or on a Lock without expire.
-	ErrInvalidSafetyMargin = invalid("safety margin needs an expire and must be from 0 to half of it")
+	errInvalidSafetyMargin = invalid("safety margin needs an expire and must be from 0 to half of it")
 )
 
 // invalid makes an argument error that matches both itself and

@@ -291,7 +291,7 @@ func ExampleCheck() {
 		panic(err) // unreachable
 	}
 	for _, f := range report {
-		if f.Severity == redislock.Problem {
+		if f.Severity == redislock.SeverityProblem {
 			fmt.Println(f)
 		}
 	}

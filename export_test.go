@@ -87,3 +87,21 @@ func HasWaitRuntime(client redis.UniversalClient) bool { return wait.HasRuntime(
 // SetMaxSlice sets the longest single BLPOP of l's waits (for a test that
 // needs a lane's BLPOP not to end on its own while it looks).
 func SetMaxSlice(l *Lock, d time.Duration) { l.maxSlice = d }
+
+// The argument errors of each check, for the tests that tell which check
+// refused (users match ErrInvalidArgument).
+var (
+	ErrInvalidName         = errInvalidName
+	ErrInvalidSize         = errInvalidSize
+	ErrInvalidID           = errInvalidID
+	ErrInvalidExpire       = errInvalidExpire
+	ErrInvalidSignalExpire = errInvalidSignalExpire
+	ErrInvalidPrefix       = errInvalidPrefix
+	ErrInvalidHashTag      = errInvalidHashTag
+	ErrCrossSlot           = errCrossSlot
+	ErrInvalidReplicaAck   = errInvalidReplicaAck
+	ErrInvalidAutoRenewal  = errInvalidAutoRenewal
+	ErrInvalidMaxHold      = errInvalidMaxHold
+	ErrInvalidDuration     = errInvalidDuration
+	ErrInvalidSafetyMargin = errInvalidSafetyMargin
+)

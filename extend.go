@@ -15,7 +15,7 @@ import (
 // means this Lock's own expire (WithExpire), as python-redis-lock's
 // extend() without an argument.
 //
-// It returns ErrInvalidDuration, with nothing sent, for a negative d, one
+// It returns an error matching ErrInvalidArgument, with nothing sent, for a negative d, one
 // below 1ms, 0 on a Lock without expire, or one not longer than the safety
 // margin (WithSafetyMargin: the hold would count as lost at once); ErrNotAcquired when the key is
 // missing or holds another id; and ErrNotExpirable when the key has no
@@ -40,7 +40,7 @@ func (l *core) extend(ctx context.Context, d time.Duration) error {
 		d = l.expire
 	}
 	if d < time.Millisecond || d <= l.margin {
-		return l.wrap(ErrInvalidDuration)
+		return l.wrap(errInvalidDuration)
 	}
 	d = d.Truncate(time.Millisecond) // what Redis counts
 	// The hold this extend is for, taken before it is sent: its reply must

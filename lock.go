@@ -31,8 +31,8 @@ type Lock struct {
 }
 
 // New returns a Lock for name on client. It sends nothing to Redis: it only
-// checks its arguments, returning ErrNilClient, ErrInvalidName or an
-// option's error (all matching ErrInvalidArgument), wrapped with the name.
+// checks its arguments: an error matching ErrInvalidArgument (ErrNilClient
+// for a nil client), wrapped with the name, says what is wrong.
 //
 // client may be a *redis.Client (single node or Sentinel failover), a
 // *redis.ClusterClient or any redis.UniversalClient. Whatever the client's options, an Acquire returns as soon as its
@@ -46,7 +46,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 		return nil, fmt.Errorf("lock %q: %w", name, err)
 	}
 	if name == "" {
-		return nil, fmt.Errorf("lock %q: %w", name, ErrInvalidName)
+		return nil, fmt.Errorf("lock %q: %w", name, errInvalidName)
 	}
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {

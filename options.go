@@ -85,11 +85,11 @@ func newConfig(opts []Option) config {
 // The default, and 0, mean the key never expires, as Python's expire=None:
 // a holder that dies without releasing keeps the lock until Reset. A
 // negative value, or a positive one below 1ms, makes New return
-// ErrInvalidExpire.
+// an error matching ErrInvalidArgument.
 //
 // For a Semaphore it is how long a permit lasts, and for an RWMutex how
 // long each hold lasts; their default is DefaultExpire, and 0 is refused
-// (ErrInvalidExpire): a share that never expires is lost for good when its
+// (an error matching ErrInvalidArgument): a share that never expires is lost for good when its
 // holder dies.
 func WithExpire(d time.Duration) Option {
 	return func(c *config) { c.mark("WithExpire"); c.expire, c.expireGiven = d, true }
@@ -130,7 +130,7 @@ func WithObserver(obs *Observer) Option {
 // The default is "<host>:<pid>:<uuid>": the host name and process id, so
 // that an operator can tell which process holds the lock (see ParseOwner),
 // then a random UUIDv4 (122 random bits from crypto/rand), which makes it
-// unique to the Lock. An empty id makes New return ErrInvalidID. Ids are
+// unique to the Lock. An empty id makes New return an error matching ErrInvalidArgument. Ids are
 // stored as-is; python-redis-lock reads them as ASCII.
 //
 // A shared id costs one safety net: with its own random id, a Lock whose
@@ -148,7 +148,7 @@ func WithID(id string) Option {
 // WithSignalExpire sets how long the wake-up signal pushed by a release
 // stays in Redis when no waiter takes it (Python's signal_expire). The
 // default is DefaultSignalExpire (1 s). A value below 1ms makes New return
-// ErrInvalidSignalExpire. The woken waiter's turn (see the README's Mixed
+// an error matching ErrInvalidArgument. The woken waiter's turn (see the README's Mixed
 // fleets) is 100 ms, or the signal expire when that is shorter.
 func WithSignalExpire(d time.Duration) Option {
 	return func(c *config) { c.mark("WithSignalExpire"); c.signalExpire = d }
@@ -159,7 +159,7 @@ func WithSignalExpire(d time.Duration) Option {
 // trailing ':' is dropped and "-signal:" appended. The default is
 // DefaultKeyPrefix ("lock:", giving "lock-signal:"), python-redis-lock's.
 // With "_mayan_lock:" the lock key is the one Mayan EDMS workers take with
-// SET NX PX. An empty prefix makes New return ErrInvalidPrefix.
+// SET NX PX. An empty prefix makes New return an error matching ErrInvalidArgument.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.mark("WithKeyPrefix"); c.prefix = prefix }
 }
@@ -175,7 +175,7 @@ func WithKeyPrefix(prefix string) Option {
 // its key then expires.
 //
 // The default is no renewal: the key expires after the expire unless
-// Extend is called. Without WithExpire, New returns ErrInvalidAutoRenewal.
+// Extend is called. Without WithExpire, New returns an error matching ErrInvalidArgument.
 func WithAutoRenewal() Option {
 	return func(c *config) { c.mark("WithAutoRenewal"); c.autoRenewal = true }
 }
@@ -187,7 +187,7 @@ func WithAutoRenewal() Option {
 //
 // The default, and 0, mean no cap. A negative value, a value below the
 // expire, or any value without WithAutoRenewal makes New return
-// ErrInvalidMaxHold.
+// an error matching ErrInvalidArgument.
 func WithMaxHold(d time.Duration) Option {
 	return func(c *config) { c.mark("WithMaxHold"); c.maxHold = d }
 }
@@ -222,7 +222,7 @@ func WithFencing() Option {
 // The default is no waiting: a failover may promote a replica that never
 // received the lock. n must be at least 1 and timeout from 1ms to a third
 // of the client's read timeout (a waiter's BLPOP and the WAIT behind it
-// share two thirds of it), else New returns ErrInvalidReplicaAck. Redis
+// share two thirds of it), else New returns an error matching ErrInvalidArgument. Redis
 // ends a WAIT at its timer's resolution (100 ms with the default hz 10),
 // so a short timeout takes about that long when replicas do not answer.
 //
@@ -253,7 +253,7 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // The default is DefaultSafetyMargin of the expire: 1% of it plus 2 ms,
 // Redlock's allowance for clock drift, at most half the expire. A value
 // below 0 or above half the expire, or any value on a Lock without
-// expire, makes New return ErrInvalidSafetyMargin.
+// expire, makes New return an error matching ErrInvalidArgument.
 func WithSafetyMargin(d time.Duration) Option {
 	return func(c *config) { c.mark("WithSafetyMargin"); c.margin, c.marginGiven = d, true }
 }
@@ -298,7 +298,7 @@ func WithTracking(on bool) Option {
 // The default is hash-tagged keys exactly when the client is a
 // *redis.ClusterClient. Give true for a cluster reached through another
 // client type (a proxy). With false on a *redis.ClusterClient, New returns
-// ErrCrossSlot: python-redis-lock's keys hash to different slots and every
+// an error matching ErrInvalidArgument: python-redis-lock's keys hash to different slots and every
 // script would fail with CROSSSLOT.
 func WithHashTag(on bool) Option {
 	return func(c *config) { c.mark("WithHashTag"); c.hashTag = &on }
@@ -311,7 +311,7 @@ func (c *config) tagged(client redis.UniversalClient) (bool, error) {
 	case c.hashTag == nil:
 		return cluster, nil
 	case !*c.hashTag && cluster:
-		return false, ErrCrossSlot
+		return false, errCrossSlot
 	}
 	return *c.hashTag, nil
 }
@@ -338,13 +338,13 @@ func (c *config) validate() error {
 func (c *config) basicsError() error {
 	switch {
 	case c.expire < 0 || (c.expire > 0 && c.expire < time.Millisecond):
-		return fmt.Errorf("%w %v: want 0 (never) or at least 1ms", ErrInvalidExpire, c.expire)
+		return fmt.Errorf("%w %v: want 0 (never) or at least 1ms", errInvalidExpire, c.expire)
 	case c.signalExpire < time.Millisecond:
-		return ErrInvalidSignalExpire
+		return errInvalidSignalExpire
 	case c.prefix == "":
-		return ErrInvalidPrefix
+		return errInvalidPrefix
 	case c.idGiven && c.id == "":
-		return ErrInvalidID
+		return errInvalidID
 	}
 	return nil
 }
@@ -354,13 +354,13 @@ func (c *config) basicsError() error {
 func (c *config) combinationError() error {
 	switch {
 	case c.autoRenewal && c.expire == 0:
-		return ErrInvalidAutoRenewal
+		return errInvalidAutoRenewal
 	case c.maxHold != 0 && (c.maxHold < 0 || !c.autoRenewal || c.maxHold < c.expire):
-		return ErrInvalidMaxHold
+		return errInvalidMaxHold
 	case c.ackGiven && (c.ack.n < 1 || c.ack.timeout < time.Millisecond):
-		return ErrInvalidReplicaAck
+		return errInvalidReplicaAck
 	case c.marginGiven && (c.margin < 0 || c.expire == 0 || c.margin > c.expire/2):
-		return ErrInvalidSafetyMargin
+		return errInvalidSafetyMargin
 	}
 	return nil
 }

@@ -19,13 +19,13 @@ type replicaAck struct {
 
 func (a replicaAck) on() bool { return a.n > 0 }
 
-// fits returns ErrInvalidReplicaAck when the ack's timeout is more than a
+// fits returns errInvalidReplicaAck when the ack's timeout is more than a
 // third of the client's read timeout rt: a waiter's BLPOP and the WAIT
 // behind it share two thirds of rt (see maxSliceFor), and a longer WAIT
 // would leave the BLPOP slices so short that waiting turns into polling.
 func (a replicaAck) fits(rt time.Duration) error {
 	if a.on() && rt > 0 && a.timeout > rt/3 {
-		return ErrInvalidReplicaAck
+		return errInvalidReplicaAck
 	}
 	return nil
 }

@@ -60,11 +60,11 @@ const DefaultExpire = 30 * time.Second
 
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
 // Redis: it checks its arguments as NewSemaphore does (an expire of 0 is
-// refused, the default is DefaultExpire; a name with '}' is
-// ErrInvalidHashTag). The options are the Lock's but for WithHashTag (the
-// keys are always tagged), which is refused with an error matching
-// ErrInvalidArgument; WithTracking applies to the writer's hold only (a
-// reader learns of a loss at its renewal or local deadline).
+// refused, the default is DefaultExpire; a name with '}' is refused). The
+// options are the Lock's but for WithHashTag (the keys are always tagged),
+// which is refused with an error matching ErrInvalidArgument; WithTracking
+// applies to the writer's hold only (a reader learns of a loss at its
+// renewal or local deadline).
 func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWMutex, error) {
 	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, "WithHashTag")
 	if err != nil {
@@ -105,7 +105,7 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 		return config{}, 0, wire.Scheme{}, wrap(err)
 	}
 	if name == "" {
-		return config{}, 0, wire.Scheme{}, wrap(ErrInvalidName)
+		return config{}, 0, wire.Scheme{}, wrap(errInvalidName)
 	}
 	c := newConfig(opts)
 	if err := c.ignoring("a "+kind, ignores...); err != nil { // its keys are always hash-tagged; a semaphore's holders are not watched
@@ -115,7 +115,7 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 		c.expire = DefaultExpire
 	}
 	if c.expire < time.Millisecond {
-		return config{}, 0, wire.Scheme{}, wrap(fmt.Errorf("%w %v: holds of a %s must expire, after 1ms or more", ErrInvalidExpire, c.expire, kind))
+		return config{}, 0, wire.Scheme{}, wrap(fmt.Errorf("%w %v: holds of a %s must expire, after 1ms or more", errInvalidExpire, c.expire, kind))
 	}
 	if err := c.validate(); err != nil {
 		return config{}, 0, wire.Scheme{}, wrap(err)

@@ -42,10 +42,10 @@ type Semaphore struct {
 
 // NewSemaphore returns a Semaphore named name with size permits on
 // client. It sends nothing to Redis: it only checks its arguments,
-// returning ErrNilClient, ErrInvalidName, ErrInvalidSize, ErrInvalidExpire
-// (a semaphore's permits must expire: WithExpire(0) is refused),
-// ErrInvalidHashTag (a name with '}', or a prefix with a brace) or an
-// option's error, all matching ErrInvalidArgument. Without WithExpire a
+// returning an error matching ErrInvalidArgument (ErrNilClient for a nil
+// client) for an empty name, a size below 1, WithExpire(0) (a semaphore's
+// permits must expire), a name with '}' or a prefix with a brace, or a bad
+// option. Without WithExpire a
 // permit lasts DefaultExpire.
 //
 // The options are the Lock's but for WithHashTag (a semaphore's keys are
@@ -58,7 +58,7 @@ type Semaphore struct {
 // takes nothing.
 func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...Option) (*Semaphore, error) {
 	if size < 1 {
-		return nil, fmt.Errorf("semaphore %q: %w", name, ErrInvalidSize)
+		return nil, fmt.Errorf("semaphore %q: %w", name, errInvalidSize)
 	}
 	c, rt, ks, err := familyConfig(client, name, "semaphore", opts, "WithHashTag", "WithTracking")
 	if err != nil {
@@ -152,7 +152,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 
 // Extend sets this Semaphore's permit to expire d from now on the
 // server's clock, if it still holds it; d of 0 means its own expire
-// (WithExpire). It returns ErrInvalidDuration, sending nothing, for a d
+// (WithExpire). It returns an error matching ErrInvalidArgument, sending nothing, for a d
 // below 1ms or not longer than the safety margin, and ErrNotAcquired when
 // the permit is no longer held (it is never recreated). A successful
 // Extend of the current hold also moves its local deadline; renewals never

@@ -349,7 +349,7 @@ func TestCheckCluster(t *testing.T) {
 	ctx := ctxT(t)
 	cc := cl.Client(t)
 	r, err := redislock.Check(ctx, cc, redislock.WithReplicaAck(1, 100*time.Millisecond))
-	if err != nil || !r.OK() || hasSeverity(r, redislock.Warning) {
+	if err != nil || !r.OK() || hasSeverity(r, redislock.SeverityWarning) {
 		t.Fatalf("Check() of a healthy cluster with ack(1) = %v, %v", r, err)
 	}
 	replica := cl.Replicas[0]
@@ -371,7 +371,7 @@ func TestCheckReplicas(t *testing.T) {
 	c := s.Client()
 	ack := redislock.WithReplicaAck(1, 100*time.Millisecond)
 	first := redistest.StartReplica(t, s)
-	if r, err := redislock.Check(ctx, c, ack); err != nil || hasSeverity(r, redislock.Warning) || !r.OK() {
+	if r, err := redislock.Check(ctx, c, ack); err != nil || hasSeverity(r, redislock.SeverityWarning) || !r.OK() {
 		t.Fatalf("Check() with one replica and ack(1) = %v, %v; want neither warning nor problem", r, err)
 	}
 
@@ -384,10 +384,10 @@ func TestCheckReplicas(t *testing.T) {
 		s.Addr:     "with 2 replicas",
 		ahead.Addr: "ahead of its master",
 	}
-	if err := findings(r, redislock.Warning, want); err != nil {
+	if err := findings(r, redislock.SeverityWarning, want); err != nil {
 		t.Fatalf("Check() with a second replica, its clock a minute ahead: %v\n%v", err, r)
 	}
-	if r, _ := redislock.Check(ctx, c, redislock.WithReplicaAck(2, 100*time.Millisecond)); findings(r, redislock.Warning, map[string]string{s.Addr: "with 2 replicas"}) == nil {
+	if r, _ := redislock.Check(ctx, c, redislock.WithReplicaAck(2, 100*time.Millisecond)); findings(r, redislock.SeverityWarning, map[string]string{s.Addr: "with 2 replicas"}) == nil {
 		t.Fatalf("Check() with ack(2) of 2 replicas still warns: %v", r)
 	}
 
@@ -399,10 +399,10 @@ func TestCheckReplicas(t *testing.T) {
 	if err != nil || r.OK() {
 		t.Fatalf("Check() with an allkeys-lru replica = %v, %v; want a problem", r, err)
 	}
-	if err := findings(r, redislock.Problem, map[string]string{first.Addr: "maxmemory-policy allkeys-lru"}); err != nil {
+	if err := findings(r, redislock.SeverityProblem, map[string]string{first.Addr: "maxmemory-policy allkeys-lru"}); err != nil {
 		t.Fatalf("%v\n%v", err, r)
 	}
-	if err := findings(r, redislock.Warning, map[string]string{behind.Addr: "behind its master", ahead.Addr: "ahead of its master"}); err != nil {
+	if err := findings(r, redislock.SeverityWarning, map[string]string{behind.Addr: "behind its master", ahead.Addr: "ahead of its master"}); err != nil {
 		t.Fatalf("%v\n%v", err, r)
 	}
 	for _, f := range r {
@@ -606,7 +606,7 @@ func TestSlotMigrationToNewNode(t *testing.T) {
 		}
 	}
 	r, err := redislock.Check(ctx, cl.Client(t))
-	if err != nil || findings(r, redislock.Problem, map[string]string{added.Addr: "maxmemory-policy is allkeys-lru"}) != nil {
+	if err != nil || findings(r, redislock.SeverityProblem, map[string]string{added.Addr: "maxmemory-policy is allkeys-lru"}) != nil {
 		t.Fatalf("Check() with the new node evicting = %v, %v; want a problem on %s", r, err, added.Addr)
 	}
 	type result struct {

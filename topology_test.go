@@ -243,7 +243,7 @@ func TestCheck(t *testing.T) {
 	}
 	c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
 	r, err = redislock.Check(ctx, c)
-	if err != nil || r.OK() || r[0].Severity != redislock.Problem {
+	if err != nil || r.OK() || r[0].Severity != redislock.SeverityProblem {
 		t.Fatalf("Check() on allkeys-lru = %v, %v; want a problem", r, err)
 	}
 	t.Logf("allkeys-lru: %v", r[0])
@@ -255,17 +255,17 @@ func TestCheck(t *testing.T) {
 	}
 	limited := s.Client(func(o *redis.Options) { o.Username, o.Password = "limited", "pw" })
 	r, err = redislock.Check(ctx, limited)
-	if err != nil || !r.OK() || len(r) == 0 || r[0].Severity != redislock.Warning {
+	if err != nil || !r.OK() || len(r) == 0 || r[0].Severity != redislock.SeverityWarning {
 		t.Fatalf("Check() without CONFIG = %v, %v; want OK with a warning", r, err)
 	}
 
 	// Replicas: a warning without ack, nothing with ack(1), a problem with ack(2).
 	redistest.StartReplica(t, s)
 	r, _ = redislock.Check(ctx, c)
-	if !r.OK() || !hasSeverity(r, redislock.Warning) {
+	if !r.OK() || !hasSeverity(r, redislock.SeverityWarning) {
 		t.Fatalf("Check() with a replica and no ack = %v, want a warning", r)
 	}
-	if r, _ = redislock.Check(ctx, c, redislock.WithReplicaAck(1, 100*time.Millisecond)); hasSeverity(r, redislock.Warning) {
+	if r, _ = redislock.Check(ctx, c, redislock.WithReplicaAck(1, 100*time.Millisecond)); hasSeverity(r, redislock.SeverityWarning) {
 		t.Fatalf("Check() with a replica and ack(1) = %v, want no warning", r)
 	}
 	if r, _ = redislock.Check(ctx, c, redislock.WithReplicaAck(2, 100*time.Millisecond)); r.OK() {
