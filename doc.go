@@ -69,7 +69,8 @@
 // # Protocol
 //
 // The lock named "reports" is the string key "lock:reports" holding the
-// owner's id, with the lock's expire as its TTL (none without WithExpire).
+// owner's id, with the lock's expire as its TTL (30 s, renewed while held,
+// unless WithExpire says otherwise; none with WithExpire(0)).
 // Waiters sleep in BLPOP on the list "lock-signal:reports"; a release
 // deletes the lock key and pushes one element onto that list (which expires
 // after the signal expire, 1 s by default), waking exactly one waiter.

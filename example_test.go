@@ -32,7 +32,7 @@ func Example() {
 	defer closeAll()
 	ctx := context.Background()
 
-	lock, err := redislock.New(client, "nightly-report", redislock.WithExpire(30*time.Second))
+	lock, err := redislock.New(client, "nightly-report") // 30 s expire, renewed while held
 	if err != nil {
 		panic(err) // only bad arguments fail here; nothing was sent
 	}

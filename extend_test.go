@@ -33,7 +33,7 @@ func TestExtendZeroUsesOwnExpire(t *testing.T) {
 		c := b.client()
 		hook := &countHook{}
 		c.AddHook(hook)
-		forever := mustNew(t, c, "forever")
+		forever := mustNew(t, c, "forever", redislock.WithExpire(0))
 		for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
 			if err := forever.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
 				t.Errorf("Extend(%v) without expire = %v, want ErrInvalidDuration", d, err)

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -223,7 +224,7 @@ func TestExtend(t *testing.T) {
 		}
 
 		// A lock without expire cannot be extended.
-		forever := mustNew(t, c, "forever")
+		forever := mustNew(t, c, "forever", redislock.WithExpire(0))
 		mustAcquire(t, ctx, forever)
 		if err := forever.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotExpirable) {
 			t.Fatalf("Extend() without expire = %v, want ErrNotExpirable", err)
@@ -521,13 +522,14 @@ func TestBadInput(t *testing.T) {
 		{"negative signal expire", c, "job", []redislock.Option{redislock.WithSignalExpire(-time.Second)}, redislock.ErrInvalidSignalExpire},
 		{"empty id", c, "job", []redislock.Option{redislock.WithID("")}, redislock.ErrInvalidID},
 		{"empty prefix", c, "job", []redislock.Option{redislock.WithKeyPrefix("")}, redislock.ErrInvalidPrefix},
-		{"auto-renewal without expire", c, "job", []redislock.Option{redislock.WithAutoRenewal()}, redislock.ErrInvalidAutoRenewal},
+		{"auto-renewal without expire", c, "job", []redislock.Option{redislock.WithExpire(0), redislock.WithAutoRenewal()}, redislock.ErrInvalidAutoRenewal},
+		{"max hold below the default expire", c, "job", []redislock.Option{redislock.WithMaxHold(time.Second)}, redislock.ErrInvalidMaxHold},
 		{"max hold without auto-renewal", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithMaxHold(time.Minute)}, redislock.ErrInvalidMaxHold},
 		{"max hold below expire", c, "job", []redislock.Option{redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithMaxHold(time.Second)}, redislock.ErrInvalidMaxHold},
 		{"negative max hold", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithAutoRenewal(), redislock.WithMaxHold(-time.Second)}, redislock.ErrInvalidMaxHold},
 		{"negative safety margin", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(-time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
 		{"safety margin above half the expire", c, "job", []redislock.Option{redislock.WithExpire(time.Second), redislock.WithSafetyMargin(501 * time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
-		{"safety margin without expire", c, "job", []redislock.Option{redislock.WithSafetyMargin(time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
+		{"safety margin without expire", c, "job", []redislock.Option{redislock.WithExpire(0), redislock.WithSafetyMargin(time.Millisecond)}, redislock.ErrInvalidSafetyMargin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -549,7 +551,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	// 0 means the Lock's own expire; without one there is nothing to use.
-	if err := mustNew(t, c, "job").Extend(ctx, 0); !errors.Is(err, redislock.ErrInvalidDuration) {
+	if err := mustNew(t, c, "job", redislock.WithExpire(0)).Extend(ctx, 0); !errors.Is(err, redislock.ErrInvalidDuration) {
 		t.Errorf("Extend(0) without expire = %v, want ErrInvalidDuration", err)
 	}
 	if _, err := redislock.ResetAll(ctx, nil); !errors.Is(err, redislock.ErrNilClient) {
@@ -629,7 +631,7 @@ func TestList(t *testing.T) {
 		for _, name := range []string{"report:1", "report:2", "ocr[1]"} {
 			mustAcquire(t, ctx, mustNew(t, c, name, redislock.WithID("w-"+name), redislock.WithExpire(time.Minute)))
 		}
-		mustAcquire(t, ctx, mustNew(t, c, "forever"))
+		mustAcquire(t, ctx, mustNew(t, c, "forever", redislock.WithExpire(0)))
 		mustAcquire(t, ctx, mustNew(t, c, "elsewhere", redislock.WithKeyPrefix("other:")))
 		c.Set(ctx, "lockless", "x", 0)
 
@@ -759,5 +761,65 @@ func TestOptionsACallIgnoresAreRefused(t *testing.T) {
 	}
 	if _, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix("p:"), redislock.WithHashTag(false)); err != nil {
 		t.Fatalf("List(WithKeyPrefix, WithHashTag) = %v", err)
+	}
+}
+
+// A Lock, Semaphore or RWMutex made with no options expires after
+// DefaultExpire (30 s) and is renewed while held (a dead holder frees it,
+// a long job keeps it); WithExpire(d) alone expires without renewal, as
+// python-redis-lock's expire=d; WithExpire(0) never expires, as its
+// default.
+func TestDefaultsExpireAndRenew(t *testing.T) {
+	b := realBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	pttl := func(key string) time.Duration { return c.PTTL(ctx, key).Val() }
+
+	plain := mustNew(t, c, "plain")
+	mustAcquire(t, ctx, plain)
+	if got := pttl(plain.Key()); got <= redislock.DefaultExpire-5*time.Second || got > redislock.DefaultExpire {
+		t.Fatalf("a default Lock's key PTTL = %v, want about %v", got, redislock.DefaultExpire)
+	}
+	never := mustNew(t, c, "never", redislock.WithExpire(0))
+	mustAcquire(t, ctx, never)
+	if got := pttl(never.Key()); got != -time.Millisecond && got != -time.Nanosecond {
+		t.Fatalf("WithExpire(0): PTTL = %v, want none", got)
+	}
+
+	// Renewal runs for the defaults, not for an explicit expire alone.
+	renews := func(name string, acquire func(opts ...redislock.Option) error, opts ...redislock.Option) bool {
+		t.Helper()
+		logs := &logRecorder{level: slog.LevelDebug}
+		if err := acquire(append(opts, redislock.WithLogger(slog.New(logs)))...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return len(logs.lines("redis_lock.refresh.start")) > 0
+	}
+	lock := func(name string) func(...redislock.Option) error {
+		return func(opts ...redislock.Option) error { return mustNew(t, c, name, opts...).Acquire(ctx) }
+	}
+	for _, tc := range []struct {
+		name    string
+		acquire func(...redislock.Option) error
+		opts    []redislock.Option
+		want    bool
+	}{
+		{"Lock, no options", lock("l1"), nil, true},
+		{"Lock, WithExpire(10s)", lock("l2"), []redislock.Option{redislock.WithExpire(10 * time.Second)}, false},
+		{"Lock, WithExpire(10s), WithAutoRenewal", lock("l3"), []redislock.Option{redislock.WithExpire(10 * time.Second), redislock.WithAutoRenewal()}, true},
+		{"Lock, WithExpire(0)", lock("l4"), []redislock.Option{redislock.WithExpire(0)}, false},
+		{"Semaphore, no options", func(opts ...redislock.Option) error {
+			return mustSemaphore(t, c, "s1", 2, opts...).Acquire(ctx)
+		}, nil, true},
+		{"RWMutex writer, no options", func(opts ...redislock.Option) error {
+			return mustRWMutex(t, c, "rw1", opts...).Lock(ctx)
+		}, nil, true},
+		{"RWMutex reader, no options", func(opts ...redislock.Option) error {
+			return mustRWMutex(t, c, "rw2", opts...).RLock(ctx)
+		}, nil, true},
+	} {
+		if got := renews(tc.name, tc.acquire, tc.opts...); got != tc.want {
+			t.Errorf("%s: renewal started %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

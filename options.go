@@ -67,12 +67,23 @@ func (c *config) refuse(call string, ignored func(name string) bool) error {
 	return nil
 }
 
+// DefaultExpire is how long a Lock's key, a Semaphore's permit and an
+// RWMutex's holds last unless WithExpire says otherwise; they are then
+// renewed while held. A holder that dies frees its share this long after
+// its acquire or last renewal.
+const DefaultExpire = 30 * time.Second
+
 func newConfig(opts []Option) config {
 	c := config{signalExpire: DefaultSignalExpire, prefix: DefaultKeyPrefix}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&c)
 		}
+	}
+	if !c.expireGiven {
+		// The watchdog default: a holder that dies frees the lock within
+		// the expire, and a live one keeps it as long as it needs.
+		c.expire, c.autoRenewal = DefaultExpire, true
 	}
 	return c
 }
@@ -82,15 +93,19 @@ func newConfig(opts []Option) config {
 // lock forever. Redis counts it in whole milliseconds (fractions are
 // dropped).
 //
-// The default, and 0, mean the key never expires, as Python's expire=None:
-// a holder that dies without releasing keeps the lock until Reset. A
-// negative value, or a positive one below 1ms, makes New return
-// an error matching ErrInvalidArgument.
+// Without WithExpire, the key lives DefaultExpire (30 s) and is renewed
+// while held (as WithAutoRenewal does), so a holder that dies frees the
+// lock within 30 s and a long job keeps it. With WithExpire(d), the key
+// lives d and is renewed only with WithAutoRenewal, as python-redis-lock's
+// expire=d. WithExpire(0) is python-redis-lock's default, expire=None: the
+// key never expires, and a holder that dies without releasing keeps the
+// lock until Reset. A negative value, or a positive one below 1ms, makes
+// New return an error matching ErrInvalidArgument.
 //
 // For a Semaphore it is how long a permit lasts, and for an RWMutex how
-// long each hold lasts; their default is DefaultExpire, and 0 is refused
-// (an error matching ErrInvalidArgument): a share that never expires is lost for good when its
-// holder dies.
+// long each hold lasts, and 0 is refused (an error matching
+// ErrInvalidArgument): a share that never expires is lost for good when
+// its holder dies.
 func WithExpire(d time.Duration) Option {
 	return func(c *config) { c.mark("WithExpire"); c.expire, c.expireGiven = d, true }
 }
@@ -174,8 +189,10 @@ func WithKeyPrefix(prefix string) Option {
 // without Release stops renewing when the garbage collector finds it, and
 // its key then expires.
 //
-// The default is no renewal: the key expires after the expire unless
-// Extend is called. Without WithExpire, New returns an error matching ErrInvalidArgument.
+// Renewal is on by default, with the default expire (see WithExpire). With
+// WithExpire(d) it is off unless WithAutoRenewal is given: the key expires
+// after d unless Extend is called. With WithExpire(0), New returns an
+// error matching ErrInvalidArgument: there is nothing to renew.
 func WithAutoRenewal() Option {
 	return func(c *config) { c.mark("WithAutoRenewal"); c.autoRenewal = true }
 }

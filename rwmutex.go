@@ -51,13 +51,6 @@ type RWMutex struct {
 	last *core // the side of the current or last hold; nil before the first
 }
 
-// DefaultExpire is how long a Semaphore's permit and an RWMutex's holds
-// last unless WithExpire says otherwise: a holder that dies frees its share
-// this long after its acquire or last renewal. Without WithAutoRenewal a
-// longer hold is lost (Done). The Lock's default is no expire, as
-// python-redis-lock's.
-const DefaultExpire = 30 * time.Second
-
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
 // Redis: it checks its arguments as NewSemaphore does (an expire of 0 is
 // refused, the default is DefaultExpire; a name with '}' is refused). The
@@ -110,9 +103,6 @@ func familyConfig(client redis.UniversalClient, name, kind string, opts []Option
 	c := newConfig(opts)
 	if err := c.ignoring("a "+kind, ignores...); err != nil { // its keys are always hash-tagged; a semaphore's holders are not watched
 		return config{}, 0, wire.Scheme{}, wrap(err)
-	}
-	if !c.expireGiven {
-		c.expire = DefaultExpire
 	}
 	if c.expire < time.Millisecond {
 		return config{}, 0, wire.Scheme{}, wrap(fmt.Errorf("%w %v: holds of a %s must expire, after 1ms or more", errInvalidExpire, c.expire, kind))

@@ -46,7 +46,7 @@ type Semaphore struct {
 // client) for an empty name, a size below 1, WithExpire(0) (a semaphore's
 // permits must expire), a name with '}' or a prefix with a brace, or a bad
 // option. Without WithExpire a
-// permit lasts DefaultExpire.
+// permit lasts DefaultExpire and is renewed while held.
 //
 // The options are the Lock's but for WithHashTag (a semaphore's keys are
 // always hash-tagged) and WithTracking (a holder learns of a loss at its

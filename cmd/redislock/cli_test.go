@@ -318,7 +318,7 @@ func TestAdminCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	forever, _ := redislock.New(s.Client(), "c", redislock.WithID("owner-c"))
+	forever, _ := redislock.New(s.Client(), "c", redislock.WithID("owner-c"), redislock.WithExpire(0))
 	if err := forever.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
