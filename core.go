@@ -56,9 +56,13 @@ type core struct {
 	neverHeld      chan struct{} // closed; Done before the first acquire
 	cleanups       wait.Cleanups // giveback scripts still running
 	abandons       wait.Cleanups // abandoned waits still being finished (also in cleanups)
-	turn           chan struct{} // Locker's local mutex: one slot
-	ev             *events       // observers and logger; nil: none
-	turnLen        time.Duration // the turn (see turnFor)
+	turn           chan struct{} // the local mutex (see queued, and Locker): one slot
+	// queued: Acquire takes turn first, and the Release of its hold gives
+	// it back (the Lock's sync.Mutex behaviour); otherwise only Locker
+	// uses turn.
+	queued  bool
+	ev      *events       // observers and logger; nil: none
+	turnLen time.Duration // the turn (see turnFor)
 
 	// handedOff is when (Unix ns) the turn of the waiter woken by this
 	// Lock's last release ends, when that release was a hand-off under

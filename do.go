@@ -34,7 +34,7 @@ const releaseTimeout = 5 * time.Second
 // hold was lost and another goroutine has since acquired through the same
 // *Lock, Do sends nothing and leaves that goroutine's hold alone.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	h, err := l.run(ctx, true)
+	h, err := l.runQueued(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 // ErrLocked at once and fn does not run. It suits jobs that any one worker
 // may do, where the others skip their turn.
 func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
-	h, err := l.run(ctx, false)
+	h, err := l.runQueued(ctx, false)
 	if err != nil {
 		return err
 	}

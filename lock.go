@@ -18,11 +18,14 @@ import (
 // across every process that uses the same Redis and key prefix, including
 // python-redis-lock processes.
 //
-// A Lock is safe for concurrent use by several goroutines, and holds at
-// most one acquisition at a time: Acquire on a Lock that holds (or is
-// acquiring or releasing) returns ErrAlreadyAcquired. Goroutines that each
-// need their turn use a Lock each for the same name, or share one through
-// its Locker, which queues them locally.
+// A Lock is safe for concurrent use by several goroutines, and shared by
+// them it behaves as a sync.Mutex does: it holds one acquisition at a
+// time, and an Acquire waits, first behind the other goroutines of this
+// process that use the same *Lock, until the hold before it is released
+// (Release, or the end of Do); a goroutine that acquires again while it
+// holds waits too. A hold that was lost still needs its Release before the
+// next Acquire goes ahead, as a sync.Mutex needs its Unlock: until then
+// no other goroutine's hold can be released by mistake.
 //
 // Each successful acquire starts a hold, which ends at Release or when the
 // lock is lost; Done and Err report it as a context does.
@@ -71,6 +74,7 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 	}
 	l := &Lock{}
 	l.core.init(client, name, lockProtocol{}, c, rt, keys, fence, nil)
+	l.queued = true
 	return l, nil
 }
 
@@ -103,10 +107,12 @@ func (l *Lock) Key() string { return l.keys[0] }
 // ErrLocked and ctx's error under errors.Is, and the lock was not taken.
 // When Redis does not answer (it is down, or ctx ends before any answer)
 // the error matches ErrUnreachable, never ErrLocked; a ctx that has ended
-// before the call gives its error alone, with nothing sent. It returns ErrAlreadyAcquired,
-// without sending anything, if this Lock holds the lock or is acquiring it
-// in another goroutine, and ErrAlreadyAcquired too if the key already holds
-// this Lock's caller-given id (WithID). A Redis error is returned wrapped,
+// before the call gives its error alone, with nothing sent. While another
+// goroutine holds, acquires or releases through this Lock, Acquire waits
+// for it locally first (see Lock); if ctx ends meanwhile, the error
+// matches ErrLocked and ctx's error, and nothing was sent. It returns
+// ErrAlreadyAcquired if the key already holds this Lock's caller-given id
+// (WithID): another Lock value, here or in another process, holds it. A Redis error is returned wrapped,
 // and the lock is then not held by this Lock. An attempt whose reply was
 // lost is undone when the Lock has its own random id; with WithID it
 // cannot be told from another Lock's hold of the same id, so the key may
@@ -120,7 +126,7 @@ func (l *Lock) Key() string { return l.keys[0] }
 // On success a new hold starts: Done returns a fresh open channel, and with
 // WithAutoRenewal the renewal goroutine runs until Release or loss.
 func (l *Lock) Acquire(ctx context.Context) error {
-	_, err := l.run(ctx, true)
+	_, err := l.runQueued(ctx, true)
 	return err
 }
 
@@ -128,15 +134,44 @@ func (l *Lock) Acquire(ctx context.Context) error {
 // waiting. It returns ErrLocked when another owner holds it, and also for
 // the moment (100 ms at most) after a release that woke a waiter, which
 // has its turn until it takes the lock (see the README's Mixed fleets);
-// its other errors are Acquire's.
+// its other errors are Acquire's, but for one: while another goroutine
+// holds, acquires or releases through this Lock it returns ErrLocked at
+// once, as sync.Mutex.TryLock returns false.
 func (l *Lock) TryAcquire(ctx context.Context) error {
-	_, err := l.run(ctx, false)
+	_, err := l.runQueued(ctx, false)
 	return err
 }
 
+// runQueued is run after this Lock's local turn (see Lock): the turn is
+// given back when the acquire fails, or by the Release of its hold.
+func (l *Lock) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error) {
+	select {
+	case l.turn <- struct{}{}:
+	default:
+		if !blocking {
+			return nil, l.wrap(fmt.Errorf("%w: held by another goroutine through this Lock", ErrLocked))
+		}
+		select {
+		case l.turn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, l.wrap(fmt.Errorf("%w: waited behind another goroutine's hold of this Lock: %w", ErrLocked, ctx.Err()))
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok { // failed, or an observer panicked
+			<-l.turn
+		}
+	}()
+	h, err := l.run(ctx, blocking)
+	ok = err == nil
+	return h, err
+}
+
 // run moves the local state to acquiring, acquires, and starts the hold,
-// which it returns. A hold that was lost counts as over: its Lock may
-// acquire again without a Release first.
+// which it returns. A hold that was lost counts as over: a Semaphore or an
+// RWMutex participant may acquire again without a Release first (a Lock's
+// Acquire waits for its local turn, which that Release gives back).
 func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	l.mu.Lock()
 	prev := l.hold

@@ -135,12 +135,10 @@ func TestAlreadyAcquired(t *testing.T) {
 		c := b.client()
 		a := mustNew(t, c, "job", redislock.WithID("worker-1"))
 		mustAcquire(t, ctx, a)
-		// The same Lock again: refused locally.
-		if err := a.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-			t.Fatalf("Acquire() on a held Lock = %v, want ErrAlreadyAcquired", err)
-		}
-		if err := a.TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-			t.Fatalf("TryAcquire() on a held Lock = %v, want ErrAlreadyAcquired", err)
+		// The same Lock again waits its turn, as a sync.Mutex (see
+		// TestSharedLockIsAMutex); TryAcquire finds it busy.
+		if err := a.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire() on a held Lock = %v, want ErrLocked", err)
 		}
 		// Another Lock with the same caller-given id: refused by the script,
 		// blocking or not, rather than waiting for itself.
@@ -594,11 +592,14 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("refused calls wrote keys %q", keys)
 	}
 
-	// Acquire on a Lock that holds: refused before any command.
+	// Acquire on a Lock that holds waits its turn locally, sending
+	// nothing, until its context ends.
 	mustAcquire(t, ctx, l)
 	sent := hook.n
-	if err := l.Acquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-		t.Fatalf("second Acquire() = %v, want ErrAlreadyAcquired", err)
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := l.Acquire(short); !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Acquire() = %v, want ErrLocked and DeadlineExceeded", err)
 	}
 	if hook.n != sent {
 		t.Fatalf("second Acquire() sent %d commands, want 0", hook.n-sent)

@@ -26,7 +26,7 @@ import (
 // between Lock and Unlock runs on regardless. Prefer Do, whose function's
 // context is cancelled on loss, or watch l.Done().
 func (l *Lock) Locker() sync.Locker {
-	return locker{c: &l.core, acquire: l.Acquire, release: l.Release, err: l.Err}
+	return locker{c: &l.core, acquire: l.Acquire, release: l.Release, err: l.Err} // Acquire takes the turn itself
 }
 
 // locker is a sync.Locker on a primitive's hold: c's turn is its local
@@ -46,7 +46,9 @@ const (
 )
 
 func (m locker) Lock() {
-	m.c.turn <- struct{}{}
+	if !m.c.queued {
+		m.c.turn <- struct{}{}
+	}
 	backoff := lockerMinBackoff
 	for {
 		err := m.acquire(context.Background())
@@ -63,8 +65,10 @@ func (m locker) Unlock() {
 		panic(fmt.Sprintf("redislock: Unlock of unlocked %s %q", m.c.proto.kind(), m.c.name))
 	}
 	// The next local Lock may start only once the release is over, or its
-	// acquire would race with it.
-	defer func() { <-m.c.turn }()
+	// acquire would race with it. (A Lock's own Release gives its turn.)
+	if !m.c.queued {
+		defer func() { <-m.c.turn }()
+	}
 	giveUp := time.Now().Add(unlockPatience)
 	if m.c.expire > 0 {
 		giveUp = time.Now().Add(m.c.expire)

@@ -59,6 +59,7 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 	for s.Client().Exists(ctx, l.Key()).Val() != 0 { // the last few ms of the key
 		time.Sleep(5 * time.Millisecond)
 	}
+	l.Release(ctx) // the lost hold's
 	mustAcquire(t, ctx, l)
 	py.Extend(ctx, 3)
 	time.Sleep(1500 * time.Millisecond)

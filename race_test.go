@@ -59,11 +59,11 @@ func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
 		rerr := <-released
 		if err == nil {
 			owner := b.client().Get(ctx, l.Key()).Val()
-			t.Fatalf("TryAcquire() during an idle Release = nil (then Release = %v, key %q, id %q); want ErrAlreadyAcquired",
+			t.Fatalf("TryAcquire() during an idle Release = nil (then Release = %v, key %q, id %q); want ErrLocked",
 				rerr, owner, l.ID())
 		}
-		if !errors.Is(err, redislock.ErrAlreadyAcquired) || !errors.Is(rerr, redislock.ErrNotAcquired) {
-			t.Fatalf("TryAcquire() = %v, Release() = %v; want ErrAlreadyAcquired and ErrNotAcquired", err, rerr)
+		if !errors.Is(err, redislock.ErrLocked) || !errors.Is(rerr, redislock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire() = %v, Release() = %v; want ErrLocked and ErrNotAcquired", err, rerr)
 		}
 		mustAcquire(t, ctx, l) // and the Lock is usable after
 	})

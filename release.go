@@ -54,6 +54,17 @@ import (
 // same, under a grace of 5 s of its own (keeping ctx's values), and its
 // result is returned as for a live ctx.
 func (l *Lock) Release(ctx context.Context) error {
+	select {
+	case l.turn <- struct{}{}:
+		// Nothing is held or being acquired through this Lock: a release
+		// by id. It keeps the turn until its reply is in, so that an
+		// Acquire of this Lock meanwhile waits (TryAcquire: ErrLocked)
+		// rather than take a key this release may delete.
+		defer func() { <-l.turn }()
+	default:
+		// A hold, whose Release gives the turn back, or an Acquire under
+		// way in another goroutine (ErrNotAcquired, nothing sent).
+	}
 	return l.release(ctx, nil)
 }
 
@@ -90,6 +101,9 @@ func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 		l.mu.Lock()
 		l.state = stateIdle
 		l.mu.Unlock()
+		if l.queued && before == stateHeld {
+			<-l.turn // the next goroutine's Acquire may go ahead
+		}
 	}()
 	if err := l.cleanups.Wait(ctx); err != nil {
 		if h != nil {

@@ -82,6 +82,7 @@ func TestForceLoss(t *testing.T) {
 				}
 
 				// Do: the callback's context is cancelled with the loss.
+				l.Release(ctx)               // the lost hold ends with its Release, as a sync.Mutex's Unlock
 				s.Client().Del(ctx, l.Key()) // free again (a TakenOver key lives a minute)
 				err = l.Do(ctx, func(ctx context.Context) error {
 					s.ForceLoss(l, reason)
