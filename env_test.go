@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -80,6 +81,24 @@ func mustNew(t testing.TB, c redis.UniversalClient, name string, opts ...redislo
 	if err != nil {
 		t.Fatalf("New(%q) = %v", name, err)
 	}
+	// A hold the test left (the default Lock renews) ends with the test,
+	// before its server stops: its renewal goroutine would otherwise
+	// outlive the test until its local deadline. A weak pointer, so that
+	// the tests of a Lock dropped while holding can see it collected.
+	wl := weak.Make(l)
+	t.Cleanup(func() {
+		l := wl.Value()
+		if l == nil {
+			return
+		}
+		select {
+		case <-l.Done():
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			l.Release(ctx)
+		}
+	})
 	return l
 }
 

@@ -54,11 +54,13 @@ func ExampleNew() {
 	defer closeAll()
 
 	_, err := redislock.New(client, "reports", redislock.WithExpire(-time.Second))
-	fmt.Println(errors.Is(err, redislock.ErrInvalidExpire), errors.Is(err, redislock.ErrInvalidArgument))
+	fmt.Println(errors.Is(err, redislock.ErrInvalidArgument))
+	fmt.Println(err)
 	lock, err := redislock.New(client, "reports", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
 	fmt.Println(lock.Key(), err)
 	// Output:
-	// true true
+	// true
+	// lock "reports": redislock: invalid argument: expire -1s: want 0 (never) or at least 1ms
 	// lock:reports <nil>
 }
 
@@ -110,6 +112,7 @@ func ExampleLock_Acquire_deadline() {
 
 	holder, _ := redislock.New(client, "ocr:doc-17")
 	_ = holder.Acquire(ctx)
+	defer holder.Release(context.Background())
 
 	waiter, _ := redislock.New(client, "ocr:doc-17")
 	ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -151,6 +154,7 @@ func ExampleResetAll() {
 	for _, name := range []string{"a", "b", "c"} {
 		l, _ := redislock.New(client, name)
 		_ = l.Acquire(ctx)
+		defer l.Release(ctx) // reports the reset below, and ends the hold
 	}
 	stuck, _ := redislock.New(client, "a")
 	fmt.Println(stuck.Reset(ctx))
@@ -271,6 +275,7 @@ func ExampleList() {
 	for _, name := range []string{"report:daily", "report:weekly", "reindex"} {
 		l, _ := redislock.New(client, name, redislock.WithID("worker-1"))
 		_ = l.Acquire(ctx)
+		defer l.Release(ctx)
 	}
 	infos, _ := redislock.List(ctx, client, "report:*")
 	for _, info := range infos {
@@ -394,6 +399,7 @@ func ExampleSemaphore_TryAcquire() {
 	if err := a.TryAcquire(ctx); err != nil {
 		panic(err)
 	}
+	defer a.Release(ctx)
 	err := b.TryAcquire(ctx)
 	fmt.Println("busy:", errors.Is(err, redislock.ErrLocked))
 	holders, size, _ := b.Holders(ctx)
