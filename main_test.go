@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 	if !flagSet("test.parallel") {
 		_ = flag.Set("test.parallel", "4")
 	}
-	os.Exit(leakcheck.Run(m))
+	code := leakcheck.Run(m)
+	if code != 0 {
+		goRedisLog.printRecent()
+	}
+	os.Exit(code)
 }
 
 // verifyNoLeaks fails t if goroutines other than those of before are left,

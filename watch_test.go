@@ -706,23 +706,41 @@ func captureGoRedisLog(t *testing.T) func() []string {
 	return goRedisLog.lines
 }
 
-// goRedisLog prints go-redis's log to stderr, as go-redis's own does,
-// and keeps its lines while a test captures them.
+// goRedisLog keeps go-redis's log: its lines while a test captures them,
+// and the last recentLines, which TestMain prints when the run fails (a
+// passing run prints nothing of it: refused dials and failovers are what
+// the tests cause on purpose).
 var goRedisLog = &lineLog{}
+
+const recentLines = 200
 
 type lineLog struct {
 	mu        sync.Mutex
 	capturing bool
 	buf       []string
+	recent    []string // the last recentLines lines, oldest first
 }
 
 func (l *lineLog) Printf(_ context.Context, format string, v ...any) {
 	line := fmt.Sprintf(format, v...)
-	fmt.Fprintln(os.Stderr, line)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.capturing {
 		l.buf = append(l.buf, line)
+	}
+	if len(l.recent) == recentLines {
+		l.recent = l.recent[1:]
+	}
+	l.recent = append(l.recent, line)
+}
+
+// printRecent writes the last lines of go-redis's log to stderr.
+func (l *lineLog) printRecent() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "go-redis's log, its last %d lines:\n", len(l.recent))
+	for _, line := range l.recent {
+		fmt.Fprintln(os.Stderr, "  "+line)
 	}
 }
 
