@@ -4,117 +4,72 @@
 //
 // # Using it
 //
-//	l, err := redislock.New(client, "reports", redislock.WithExpire(30*time.Second))
-//	if err != nil { ... }                 // bad arguments only; nothing was sent
-//	if err := l.Acquire(ctx); err != nil { ... } // ErrLocked + ctx error when ctx ends while held elsewhere; ErrUnreachable when Redis does not answer
-//	defer l.Release(context.WithoutCancel(ctx))
+//	l, err := redislock.New(client, "reports") // 30 s expire, renewed while held
+//	if err != nil { ... }                        // bad arguments only (ErrInvalidArgument); nothing was sent
+//	if err := l.Acquire(ctx); err != nil { ... } // ErrLocked + ctx's error: held elsewhere until ctx ended; ErrUnreachable: Redis did not answer
+//	defer l.Release(ctx)                         // sent even when ctx has ended, under a grace of its own
 //
-// TryAcquire takes the lock only if it is free. Extend pushes the expire
-// back, Locked and OwnerID say whether and by whom it is held, Reset and
-// ResetAll force locks free.
-//
-// Do runs a function under the lock with a context that is cancelled when
-// the loss of the lock is noticed (see below), and releases it afterwards:
+// TryAcquire takes the lock only if it is free (ErrLocked when busy). Do
+// runs a function under the lock with a context cancelled when the lock is
+// lost, and releases it afterwards:
 //
 //	err := l.Do(ctx, func(ctx context.Context) error {
 //		return job(ctx) // ctx is cancelled, cause ErrLost, if the lock is lost
 //	})
 //
-// Locker adapts a Lock to sync.Locker for code written against sync.Mutex.
+// A *Lock shared by goroutines is a sync.Mutex: they take turns, and a hold
+// is released only by its own Release. Locker adapts it to sync.Locker.
+// Extend pushes the expire back; Locked and OwnerID say whether and by whom
+// it is held; Reset and ResetAll force locks free.
 //
-// # The family
+// # What can go wrong
 //
-// Semaphore (at most N holders, each permit expiring on its own by the
-// Redis server's clock) and RWMutex (sync.RWMutex across processes, with
-// writer preference, each reader expiring and renewed on its own) run on
-// the Lock's machinery: the same waiting in BLPOP with the next try
-// pipelined behind it, local wait queue, holds with Done and Err, renewal,
-// giveback after a lost reply, fencing and replica acknowledgement. Their
-// keys are their own, hash-tagged with the name; python-redis-lock has
-// neither.
-//
-// # Holding and losing
-//
-// WithAutoRenewal keeps a held lock alive: a goroutine extends the key
-// every two thirds of the expire less the safety margin, until Release
-// stops it (and waits for it). While a lock is held its key is watched with
-// Redis client-side caching (WithTracking, on by default): a Reset, a DEL or
-// another owner's SET ends the hold within milliseconds. Every hold also
-// keeps a validity deadline on the local monotonic clock, counted from
-// when the acquire or the last successful renewal was sent, and counts as
-// lost a safety margin (WithSafetyMargin) before it, while the key is
-// still its own. When the watch or a renewal finds the key gone or someone
-// else's, or no renewal succeeds before the deadline, or (without renewal)
-// the deadline passes, the hold is lost: Done closes, Err returns ErrLost
-// with the reason, nothing is renewed again and the key is never
-// recreated. Where Redis refuses tracking (see Check), a change between two
-// renewals is noticed at the next one.
-//
-// # Observing, caching, testing
-//
-// WithLogger writes a Lock's events through log/slog, with
-// python-redis-lock's logger names; WithObserver hands them to an Observer
-// (the module redislockotel records OpenTelemetry metrics and spans).
-// Default owner ids say which host and process hold a lock (ParseOwner).
-//
-// Package cache computes a missing value once across every process, on
-// the lock python-redis-lock's locked_get_or_set takes
-// ("get_or_set:<key>"), and stores it only while that lock is still its
-// own.
-//
-// The package redislocktest gives tests a Redis (in-process or real) and
-// makes held locks lost, stolen, expired or unreachable, as production
-// would.
-//
-// # Protocol
-//
-// The lock named "reports" is the string key "lock:reports" holding the
-// owner's id, with the lock's expire as its TTL (30 s, renewed while held,
-// unless WithExpire says otherwise; none with WithExpire(0)).
-// Waiters sleep in BLPOP on the list "lock-signal:reports"; a release
-// deletes the lock key and pushes one element onto that list (which expires
-// after the signal expire, 1 s by default), waking exactly one waiter.
-// Acquire, release, extend and reset are Lua scripts that compare the
-// stored id before acting, so no owner can release or extend another's
-// lock. Nothing is polled: a waiter costs Redis one command per slice of at
-// most two seconds, and its slice never outlasts the holder's remaining
-// TTL, so the waiters of a holder that died wake when its key expires.
-//
-// # What the lock guarantees
-//
-// On one Redis server whose maxmemory-policy is noeviction, at most one
-// owner holds a lock at a time, as long as each holder finishes (or
-// extends) before its expire runs out. Release and Extend never act on a
-// lock that another owner holds. A lock without expire is held until it is
-// released or reset, even if its holder dies.
-//
-// # What it cannot guarantee
+// A held lock can be lost: its key expired (renewal kept failing), was
+// deleted (a Reset) or taken by another owner. Done closes and Err returns
+// an error matching ErrLost and the reason (ErrExpired, ErrTakenOver,
+// ErrUnreachable, ...), within milliseconds of the change when Redis allows
+// key tracking (see Check), and a safety margin before the key could
+// expire when renewals fail. Stop working on the protected resource then.
 //
 // A TTL lock cannot stop a holder that was paused past its expire (a long
-// GC pause, SIGSTOP, a frozen VM) from carrying on as if it still held the
-// lock after another owner took it. Nor can it survive a failover to a
-// replica that had not received the lock key yet, or an eviction of the key
-// under a maxmemory policy other than noeviction. Protect resources that
-// must never see two writers with a check of their own, and keep expires
-// well above the longest pause you expect.
+// GC pause, SIGSTOP, a frozen VM) from carrying on after another owner took
+// the lock, nor survive a failover to a replica that had not received the
+// key, nor an eviction under a maxmemory-policy other than noeviction.
+// WithFencing gives each grant a growing token for the resource to check;
+// WithReplicaAck waits for replicas; Check reports what makes locks unsafe
+// on a deployment.
 //
-// # Contexts
+// # Defaults
+//
+// With no options a lock expires 30 s (DefaultExpire) after its holder
+// stops renewing it: a dead holder frees it, a long job keeps it.
+// WithExpire(d) alone is python-redis-lock's expire=d, without renewal
+// unless WithAutoRenewal; WithExpire(0) is python-redis-lock's default, a
+// key that never expires. Keys are python-redis-lock's: "lock:<name>"
+// holding the owner's id, and the list "lock-signal:<name>" a release
+// pushes to wake one waiter, which sleeps in BLPOP meanwhile: nothing
+// polls.
+//
+// # The family, and more
+//
+// Semaphore (at most N holders) and RWMutex (sync.RWMutex across
+// processes) run on the Lock's machinery with keys of their own. WithLogger
+// writes events through log/slog with python-redis-lock's logger names;
+// WithObserver hands them to funcs of yours (the module redislockotel
+// records OpenTelemetry metrics and spans). Package cache computes a
+// missing value once across processes, on python-redis-lock's get_or_set
+// lock; package redislocktest makes held locks lost in tests.
+//
+// # Contexts and connections
 //
 // Every call that talks to Redis takes a context. An Acquire returns
-// within a round trip of its context's end, whatever the client's options
-// (within 50 ms when Redis does not answer): what its wait took meanwhile
-// is undone in the background (see Settle). Without the client
-// option ContextTimeoutEnabled, go-redis does not interrupt other commands
-// when their context ends; set it so that deadlines bound them.
+// within a round trip of its context's end, whatever the client's options;
+// set the client option ContextTimeoutEnabled so that deadlines bound the
+// other commands too. Waiting runs on connections the package opens beside
+// your client (at most 8 per client and node), never on your pool; the key
+// watch has two more. They close 30 s after they were last needed;
+// Shutdown closes them at once.
 //
-// # Connections
-//
-// Everything but waiting goes through the client you pass. A blocking
-// acquire waits (BLPOP) on connections the package opens beside your
-// client, from its options, so that a wait never holds a connection of your
-// pool: at most 8 per client on a single node or under Sentinel, however
-// many names are waited for, and one per name with waiters on a cluster.
-// The key watch (WithTracking) has two more per client and node. They
-// close 30 seconds after they were last needed; Shutdown closes them at
-// once.
+// The README and docs/ in the repository say the rest: the protocol, the
+// topologies, the figures.
 package redislock

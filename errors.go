@@ -16,8 +16,10 @@ var (
 	// lock: TryAcquire found it held, or Acquire heard so and its context
 	// ended while it waited (the error then also matches the context's
 	// error, context.DeadlineExceeded or context.Canceled, under
-	// errors.Is). It is never returned when Redis did not answer: that is
-	// ErrUnreachable. Python returns False from acquire in both cases.
+	// errors.Is), or the caller waited behind another goroutine's hold of
+	// the same *Lock until its context ended (TryAcquire: at once). It is
+	// never returned when Redis did not answer: that is ErrUnreachable.
+	// Python returns False from acquire in both cases.
 	ErrLocked = errors.New("redislock: lock is held by another owner")
 
 	// ErrNotAcquired is returned by Release and Extend when the lock key is
@@ -26,11 +28,10 @@ var (
 	// NotAcquired.
 	ErrNotAcquired = errors.New("redislock: lock is not held by this owner")
 
-	// ErrAlreadyAcquired is returned by Acquire and TryAcquire when this
-	// Lock already holds the lock or is acquiring it in another goroutine
-	// (no Redis command is sent then), and when the key already holds a
-	// caller-given id (WithID) that another Lock value acquired. Python's
-	// AlreadyAcquired.
+	// ErrAlreadyAcquired is returned by Acquire and TryAcquire when the key
+	// already holds this Lock's caller-given id (WithID): another Lock
+	// value, in this process or another, acquired it. Python's
+	// AlreadyAcquired. (Goroutines sharing one *Lock take turns instead.)
 	ErrAlreadyAcquired = errors.New("redislock: lock is already acquired by this owner")
 
 	// ErrNotReplicated is returned by Acquire, TryAcquire and Extend with

@@ -15,44 +15,23 @@ import (
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
-// Release deletes the lock key if it holds this Lock's id and wakes one
-// waiter. It works from any Lock with the same name and id, not only the
-// one that acquired. It returns ErrNotAcquired, changing nothing, when the
-// key holds another id, or is missing while this Lock has no hold that
-// vouches for it (the lock expired, was reset, or was never taken). When
-// another goroutine is acquiring or releasing on this Lock at the same
-// time, Release returns ErrNotAcquired without sending anything: the
-// acquisition under way is not the caller's to release. After Release
-// returns, whatever its result, this Lock may Acquire again.
+// Release ends this Lock's hold: it deletes the lock key if it holds this
+// Lock's id, wakes one waiter, stops the renewal, closes Done (Err then
+// returns ErrReleased) and lets the next Acquire of this Lock go ahead.
 //
-// A release whose reply was lost is retried by go-redis, and the retry
-// finds the key gone, or taken by the waiter the first attempt woke. So
-// when go-redis had to send the release more than once, and this Lock's
-// hold had not ended, nor its local deadline (see Done) passed, when it was
-// sent, a key that is missing or holds another id counts as released:
-// until then the key cannot have expired, so it was our own first attempt
-// that freed it. Without a retry such a key is ErrNotAcquired (after a
-// Reset, say).
+// It returns ErrNotAcquired, changing nothing, when the key is missing or
+// holds another id (the lock expired, was reset or taken; Err then says
+// which), or when another goroutine is acquiring through this Lock. A
+// Redis error is returned wrapped; the key may then still hold this Lock's
+// id until it expires. A ctx that has already ended (as with `defer
+// l.Release(ctx)` after a deadline) does not strand the lock: the release
+// is sent under a grace of 5 s of its own.
 //
-// A retry is counted on *redis.Client, *redis.ClusterClient and
-// *redis.Ring, which encode each argument once per attempt; on other
-// clients a release is never taken for retried. go-redis also retries
-// after some error replies (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN,
-// MOVED): such a retry is counted too, though the first attempt ran
-// nothing, so a key lost in a failover in the same window may be reported
-// as released.
-//
-// Release first tells this Lock's auto-renewal to stop (a renewal already
-// sent is not waited for: go-redis cannot abort a blocked read) and, after
-// the release, waits for the renewal goroutine to exit, as long as ctx
-// allows; then Done is closed and Err returns ErrReleased (or, if the key
-// was no longer ours, the loss).
-//
-// A ctx that has already ended does not strand the lock: `defer
-// l.Release(ctx)` with the context the acquire ran under, past its
-// deadline by then, is the common idiom. The release is then sent all the
-// same, under a grace of 5 s of its own (keeping ctx's values), and its
-// result is returned as for a live ctx.
+// It works from any Lock with the same name and id, not only the one that
+// acquired. A release whose reply was lost and that go-redis retried
+// counts as done while the hold was still valid: the retry finds the key
+// gone, or taken by the waiter the first attempt woke (on *redis.Client,
+// *redis.ClusterClient and *redis.Ring, which show such a retry).
 func (l *Lock) Release(ctx context.Context) error {
 	select {
 	case l.turn <- struct{}{}:
