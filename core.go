@@ -81,6 +81,7 @@ type core struct {
 	mu         sync.Mutex
 	state      lockState
 	hold       *hold.Hold // the current or last acquisition; nil before the first
+	turnHold   *hold.Hold // the hold that has the Lock's turn (queued); nil when none
 	unreleased string     // an earlier id whose release got no reply; see afterRelease
 }
 

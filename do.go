@@ -38,6 +38,7 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 	if err != nil {
 		return err
 	}
+	defer l.giveTurn(h)
 	return l.runHeld(ctx, h, fn)
 }
 
@@ -49,6 +50,7 @@ func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) er
 	if err != nil {
 		return err
 	}
+	defer l.giveTurn(h)
 	return l.runHeld(ctx, h, fn)
 }
 

@@ -157,15 +157,17 @@ func (l *Lock) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error)
 			return nil, l.wrap(fmt.Errorf("%w: waited behind another goroutine's hold of this Lock: %w", ErrLocked, ctx.Err()))
 		}
 	}
-	ok := false
 	defer func() {
-		if !ok { // failed, or an observer panicked
+		// Failed, or an observer panicked: the turn is still ours unless
+		// the hold started, which then has it.
+		l.mu.Lock()
+		started := l.turnHold != nil
+		l.mu.Unlock()
+		if !started {
 			<-l.turn
 		}
 	}()
-	h, err := l.run(ctx, blocking)
-	ok = err == nil
-	return h, err
+	return l.run(ctx, blocking)
 }
 
 // run moves the local state to acquiring, acquires, and starts the hold,
@@ -193,6 +195,9 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	l.mu.Lock()
 	if err == nil {
 		l.state, l.hold = stateHeld, h
+		if l.queued {
+			l.turnHold = h // the turn now goes with the hold (see giveTurn)
+		}
 	} else {
 		l.state, h = stateIdle, nil
 	}

@@ -26,14 +26,20 @@ import (
 // between Lock and Unlock runs on regardless. Prefer Do, whose function's
 // context is cancelled on loss, or watch l.Done().
 func (l *Lock) Locker() sync.Locker {
-	return locker{c: &l.core, acquire: l.Acquire, release: l.Release, err: l.Err} // Acquire takes the turn itself
+	// Acquire takes the Lock's turn itself; Unlock's first release keeps
+	// it while the release has to be retried.
+	first := func(ctx context.Context) (error, func()) { return l.releaseTurn(ctx, true) }
+	return locker{c: &l.core, acquire: l.Acquire, release: l.Release, firstRelease: first, err: l.Err}
 }
 
 // locker is a sync.Locker on a primitive's hold: c's turn is its local
-// mutex, and acquire, release and err are the primitive's.
+// mutex, and acquire, release and err are the primitive's. firstRelease,
+// when set (a Lock), is the first release of Unlock, which may keep the
+// turn for the retries and returns what gives it back.
 type locker struct {
 	c                *core
 	acquire, release func(ctx context.Context) error
+	firstRelease     func(ctx context.Context) (error, func())
 	err              func() error
 }
 
@@ -65,9 +71,29 @@ func (m locker) Unlock() {
 		panic(fmt.Sprintf("redislock: Unlock of unlocked %s %q", m.c.proto.kind(), m.c.name))
 	}
 	// The next local Lock may start only once the release is over, or its
-	// acquire would race with it. (A Lock's own Release gives its turn.)
-	if !m.c.queued {
+	// acquire would race with it.
+	release := m.release
+	if m.firstRelease == nil {
 		defer func() { <-m.c.turn }()
+	} else {
+		// A Lock's turn: its first release keeps it when a retry is
+		// needed, and the retries release by id under it.
+		var giveBack func()
+		defer func() {
+			if giveBack != nil {
+				giveBack()
+			}
+		}()
+		first := true
+		release = func(ctx context.Context) error {
+			if !first {
+				return m.c.release(ctx, nil)
+			}
+			first = false
+			var err error
+			err, giveBack = m.firstRelease(ctx)
+			return err
+		}
 	}
 	giveUp := time.Now().Add(unlockPatience)
 	if m.c.expire > 0 {
@@ -75,7 +101,7 @@ func (m locker) Unlock() {
 	}
 	backoff := lockerMinBackoff
 	for attempt := 0; ; attempt++ {
-		err := m.release(context.Background())
+		err := release(context.Background())
 		switch {
 		case err == nil:
 			return

@@ -203,8 +203,9 @@ func WithAutoRenewal() Option {
 // holder that is stuck but still renewing.
 //
 // The default, and 0, mean no cap. A negative value, a value below the
-// expire, or any value without WithAutoRenewal makes New return
-// an error matching ErrInvalidArgument.
+// expire, or any value on a lock that is not renewed (WithExpire(d)
+// without WithAutoRenewal, or WithExpire(0)) makes New return an error
+// matching ErrInvalidArgument. With no WithExpire, renewal is on.
 func WithMaxHold(d time.Duration) Option {
 	return func(c *config) { c.mark("WithMaxHold"); c.maxHold = d }
 }

@@ -33,6 +33,16 @@ import (
 // gone, or taken by the waiter the first attempt woke (on *redis.Client,
 // *redis.ClusterClient and *redis.Ring, which show such a retry).
 func (l *Lock) Release(ctx context.Context) error {
+	err, _ := l.releaseTurn(ctx, false)
+	return err
+}
+
+// releaseTurn is Release. With keep, a release that failed (not sent, or
+// no answer, or an error reply: the key may still hold our id) keeps the
+// Lock's turn and returns what gives it back, for a caller that retries
+// the release under it (Locker's Unlock): no Acquire of this Lock may
+// start before the key is freed.
+func (l *Lock) releaseTurn(ctx context.Context, keep bool) (error, func()) {
 	select {
 	case l.turn <- struct{}{}:
 		// Nothing is held or being acquired through this Lock: a release
@@ -40,24 +50,56 @@ func (l *Lock) Release(ctx context.Context) error {
 		// Acquire of this Lock meanwhile waits (TryAcquire: ErrLocked)
 		// rather than take a key this release may delete.
 		defer func() { <-l.turn }()
+		return l.release(ctx, nil), nil
 	default:
-		// A hold, whose Release gives the turn back, or an Acquire under
-		// way in another goroutine (ErrNotAcquired, nothing sent).
 	}
-	return l.release(ctx, nil)
+	// The turn is taken: by the hold, which this Release ends, or by an
+	// Acquire under way in another goroutine (ErrNotAcquired, nothing
+	// sent).
+	h, _, err := l.beginRelease(nil, true)
+	if err != nil {
+		return err, nil
+	}
+	err = l.finishRelease(ctx, h, stateHeld)
+	if keep && err != nil && !errors.Is(err, ErrNotAcquired) {
+		return err, func() { l.giveTurn(h) }
+	}
+	l.giveTurn(h)
+	return err, nil
+}
+
+// giveTurn gives back the Lock's turn that hold h has, if it still has it
+// (a hold's turn is given back once, by whichever of its releases comes
+// first).
+func (l *core) giveTurn(h *hold.Hold) {
+	l.mu.Lock()
+	mine := h != nil && l.turnHold == h
+	if mine {
+		l.turnHold = nil
+	}
+	l.mu.Unlock()
+	if mine {
+		<-l.turn // the next goroutine's Acquire may go ahead
+	}
 }
 
 // release is Release of the hold want, or of whatever this Lock holds when
 // want is nil. For a want that is no longer this Lock's current hold (it
 // was lost and the Lock acquired again), or is being released, it sends
 // nothing and returns ErrNotAcquired.
-func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
-	ctx, cancel := graceIfEnded(ctx)
-	defer cancel()
-	h, before, err := l.beginRelease(want)
+func (l *core) release(ctx context.Context, want *hold.Hold) error {
+	h, before, err := l.beginRelease(want, false)
 	if err != nil {
 		return err
 	}
+	return l.finishRelease(ctx, h, before)
+}
+
+// finishRelease is release once beginRelease has moved l to releasing the
+// hold h (nil: a release by id), from the state before.
+func (l *core) finishRelease(ctx context.Context, h *hold.Hold, before lockState) (result error) {
+	ctx, cancel := graceIfEnded(ctx)
+	defer cancel()
 	outcome := OutcomeError
 	if l.ev != nil {
 		in := l.info(l.releaseID(h))
@@ -80,9 +122,6 @@ func (l *core) release(ctx context.Context, want *hold.Hold) (result error) {
 		l.mu.Lock()
 		l.state = stateIdle
 		l.mu.Unlock()
-		if l.queued && before == stateHeld {
-			<-l.turn // the next goroutine's Acquire may go ahead
-		}
 	}()
 	if err := l.cleanups.Wait(ctx); err != nil {
 		if h != nil {
@@ -128,19 +167,19 @@ func graceIfEnded(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // beginRelease moves l to releasing, from held (the hold want, or any
-// when want is nil) or, with want nil, from idle: until the reply is in,
-// an Acquire on this Lock would take a key under the id this release may
-// delete. It returns the hold released (nil from idle) and the state
-// before, or ErrNotAcquired while another goroutine acquires or releases,
-// or when want is over.
-func (l *core) beginRelease(want *hold.Hold) (*hold.Hold, lockState, error) {
+// when want is nil) or, with want nil and not mustHold, from idle: until
+// the reply is in, an Acquire on this Lock would take a key under the id
+// this release may delete. It returns the hold released (nil from idle)
+// and the state before, or ErrNotAcquired while another goroutine
+// acquires or releases, or when want is over.
+func (l *core) beginRelease(want *hold.Hold, mustHold bool) (*hold.Hold, lockState, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var h *hold.Hold
 	switch {
 	case l.state == stateHeld && (want == nil || l.hold == want):
 		h = l.hold
-	case l.state != stateIdle || want != nil:
+	case l.state != stateIdle || want != nil || mustHold:
 		return nil, l.state, l.wrap(ErrNotAcquired)
 	}
 	before := l.state

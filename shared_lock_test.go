@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-redis-lock/redislock"
 )
 
@@ -134,4 +136,100 @@ func TestSharedLockDoTakesTurns(t *testing.T) {
 			t.Fatalf("TryDo() after the Do = %v (ran %v), want nil", err, ran)
 		}
 	})
+}
+
+// A first release that fails (not sent) keeps the *Lock's turn while
+// Locker's Unlock retries: the goroutine waiting in Lock gets the lock
+// once the key is freed, not when a key that never expires would.
+func TestLockerRetriesTheReleaseUnderItsTurn(t *testing.T) {
+	b := realBackend(t)
+	c := b.client()
+	var failed atomic.Bool
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if scriptOf(cmd) == "release" && failed.CompareAndSwap(false, true) {
+			err := errors.New("i/o timeout (injected: the release was not sent)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(0))
+	m := l.Locker()
+	m.Lock()
+	got := make(chan struct{})
+	go func() { m.Lock(); close(got) }()
+	time.Sleep(20 * time.Millisecond) // B waits for the turn (or, broken, in Redis)
+	m.Unlock()
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("B's Lock() still waiting 10 s after Unlock (key %q)", b.client().Get(context.Background(), l.Key()).Val())
+	}
+	if !failed.Load() {
+		t.Fatal("the injected release failure never happened")
+	}
+	m.Unlock()
+}
+
+// A stray Release from another goroutine never makes this goroutine's
+// Acquire fail: it waits its turn or goes ahead, and ErrAlreadyAcquired
+// (a caller-given id in the key) never comes from a race on one *Lock.
+func TestStrayReleaseNeverFailsAnAcquire(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			l.Release(ctx)
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	for i := range 300 {
+		if err := l.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire() %d beside a stray Release = %v, want nil", i, err)
+		}
+		l.Release(ctx) // nil, or ErrNotAcquired when the stray one came first
+	}
+}
+
+// An observer that panics in AcquireEnd after a successful acquire leaves
+// the hold with its turn: another Acquire waits (ErrLocked at its
+// deadline), and the hold's Release returns and lets the next one in.
+func TestObserverPanicAfterAcquireKeepsTheTurnWithTheHold(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	var once sync.Once
+	obs := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) {
+		if e.Err == nil {
+			once.Do(func() { panic("observer bug") })
+		}
+	}}
+	l := mustNew(t, b.client(), "job", redislock.WithObserver(obs))
+	func() {
+		defer func() { recover() }()
+		l.Acquire(ctx)
+	}()
+	if l.Err() != nil {
+		t.Fatalf("Err() after the panic = %v, want nil (held)", l.Err())
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := l.Acquire(short)
+	cancel()
+	if !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("a second Acquire while held = %v, want ErrLocked at its deadline", err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("Release() = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Release() still blocked after 5 s")
+	}
+	mustAcquire(t, ctx, l)
 }

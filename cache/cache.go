@@ -110,14 +110,8 @@ type config struct {
 	refreshTimeout time.Duration
 }
 
-// Defaults of the cache's lock, its store and its refreshes.
-const (
-	// DefaultLockExpire is the expire of a cache's lock, renewed while
-	// the compute runs, unless WithLockOptions sets another.
-	DefaultLockExpire = 10 * time.Second
-	// DefaultRefreshTimeout bounds a background refresh (WithStaleAfter).
-	DefaultRefreshTimeout = 30 * time.Second
-)
+// DefaultRefreshTimeout bounds a background refresh (WithStaleAfter).
+const DefaultRefreshTimeout = 30 * time.Second
 
 // storeTimeout bounds the store of a computed value, which runs even when
 // the caller's context ended after fn returned: the callers waiting for
@@ -126,8 +120,8 @@ const storeTimeout = 5 * time.Second
 
 // WithLockOptions adds options of the lock taken on a miss (see
 // redislock.New): WithKeyPrefix, WithExpire, WithFencing, WithReplicaAck,
-// WithLogger... The defaults are WithExpire(DefaultLockExpire) and
-// WithAutoRenewal: the lock is renewed while the compute runs.
+// WithLogger... The lock's defaults are redislock.New's: a 30 s expire,
+// renewed while the compute runs.
 func WithLockOptions(opts ...redislock.Option) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -179,7 +173,6 @@ func New(client redis.UniversalClient, opts ...Option) (*Cache, error) {
 			opt(&c)
 		}
 	}
-	c.lockOpts = append([]redislock.Option{redislock.WithExpire(DefaultLockExpire), redislock.WithAutoRenewal()}, c.lockOpts...)
 	if _, err := redislock.New(client, LockName("x"), c.lockOpts...); err != nil {
 		return nil, fmt.Errorf("cache: %w", err) // the client, or a lock option
 	}

@@ -688,6 +688,18 @@ func TestCacheStoreSparesAValueWrittenMeanwhile(t *testing.T) {
 		if n := admin.Exists(ctx, lockKey("report")).Val(); n != 0 {
 			t.Fatal("the lock was left held")
 		}
+		// Bytes that merely start with our header are not ours either.
+		const lookalike = "\xffRLC1 written by someone else"
+		v, res, err = cc.GetOrCompute(ctx, "lookalike", time.Minute, func(context.Context) ([]byte, error) {
+			admin.Set(ctx, "lookalike", lookalike, time.Minute)
+			return []byte("go's value"), nil
+		})
+		if !errors.Is(err, cache.ErrForeignValue) {
+			t.Fatalf("GetOrCompute over look-alike bytes written meanwhile = %q, %v, %v; want ErrForeignValue", v, res, err)
+		}
+		if got := admin.Get(ctx, "lookalike").Val(); got != lookalike {
+			t.Fatalf("the look-alike value became %q", got)
+		}
 		// A value of our own format is replaced (a stale one, refreshed).
 		refresh := mustCache(t, b.client(), cache.WithStaleAfter(time.Millisecond))
 		if _, _, err := refresh.GetOrCompute(ctx, "own", time.Minute, func(context.Context) ([]byte, error) { return []byte("v1"), nil }); err != nil {

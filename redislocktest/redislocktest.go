@@ -283,7 +283,8 @@ func (s *Server) overwrite(key string, set bool, id string) error {
 // Steal makes another owner take l's lock, and returns that owner: a new
 // Lock for the same name, with opts, which holds the lock. Give it the
 // options l has (its fencing token is then above l's, and its key
-// expires as l's would: without WithExpire it never does), at least
+// expires as l's would: with no options, 30 s after the thief stops
+// renewing it; with WithExpire(0), never), at least
 // redislock.WithKeyPrefix and redislock.WithFencing when l has them; it
 // fails the test when the thief's key or token shows they differ. For
 // testing that fencing and Lock.Guard refuse l's late writes.
