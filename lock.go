@@ -99,32 +99,26 @@ func (l *Lock) ID() string { return l.ownerID() }
 func (l *Lock) Key() string { return l.keys[0] }
 
 // Acquire takes the lock, waiting as long as ctx allows while another owner
-// holds it. It returns nil once the lock is held.
+// holds it. It returns nil once the lock is held; the hold lasts until
+// Release, or until it is lost (see Done).
 //
-// While it waits it sleeps in BLPOP on the lock's signal list, so a release
-// wakes it at once and a holder that died wakes it when its key expires. If
-// ctx ends while it waits for another owner, the error matches both
-// ErrLocked and ctx's error under errors.Is, and the lock was not taken.
-// When Redis does not answer (it is down, or ctx ends before any answer)
-// the error matches ErrUnreachable, never ErrLocked; a ctx that has ended
-// before the call gives its error alone, with nothing sent. While another
-// goroutine holds, acquires or releases through this Lock, Acquire waits
-// for it locally first (see Lock); if ctx ends meanwhile, the error
-// matches ErrLocked and ctx's error, and nothing was sent. It returns
-// ErrAlreadyAcquired if the key already holds this Lock's caller-given id
-// (WithID): another Lock value, here or in another process, holds it. A Redis error is returned wrapped,
-// and the lock is then not held by this Lock. An attempt whose reply was
-// lost is undone when the Lock has its own random id; with WithID it
-// cannot be told from another Lock's hold of the same id, so the key may
-// stay held under that id until it expires or one of those Locks releases
-// it (see WithID).
+// What can go wrong:
+//   - ctx ends while another owner holds the lock, or while another
+//     goroutine holds it through this *Lock: the error matches ErrLocked
+//     and ctx's error;
+//   - Redis does not answer (down, or ctx ends before any answer): the
+//     error matches ErrUnreachable, never ErrLocked;
+//   - ctx had ended before the call: its error alone, nothing sent;
+//   - the key already holds this Lock's caller-given id (WithID):
+//     ErrAlreadyAcquired;
+//   - a Redis error, wrapped: the lock is not held.
 //
-// When ctx ends while it waits, Acquire returns at once; the wait it had
-// sent is finished in the background (see Settle), and a process about to
-// exit calls Settle first.
-//
-// On success a new hold starts: Done returns a fresh open channel, and with
-// WithAutoRenewal the renewal goroutine runs until Release or loss.
+// A waiter sleeps in BLPOP on the lock's signal list: a release wakes it
+// at once, and a holder that died wakes it when its key expires. When ctx
+// ends while it waits, Acquire returns at once and the wait it sent is
+// finished in the background (see Settle). An attempt whose reply was
+// lost is undone when the Lock has its own random id (see WithID for a
+// caller-given one).
 func (l *Lock) Acquire(ctx context.Context) error {
 	_, err := l.runQueued(ctx, true)
 	return err
@@ -368,28 +362,18 @@ func (l *core) wrap(err error) error {
 }
 
 // Done returns a channel that is closed when this Lock does not hold the
-// lock: it is open from a successful Acquire until the hold ends, by
-// Release or by loss. It follows the context.Context contract: every call
-// during one hold returns the same channel, which is closed once. Before
-// the first acquire it returns a closed channel. A new Acquire starts a new
-// hold with a new channel.
+// lock: open from a successful Acquire until the hold ends, by Release or
+// by loss (Err then says which). As a context's, every call during one
+// hold returns the same channel; before the first acquire it is closed.
 //
-// The hold is lost, and the channel closed:
-//   - within milliseconds when someone else changes the key (a Reset, a
-//     DEL, another owner's SET after it expired, an eviction), where the
-//     key is watched (WithTracking, on by default);
-//   - when auto-renewal finds the key gone or someone else's;
-//   - when no renewal succeeded before the expire, less the safety margin
-//     (WithSafetyMargin), ran out on the local clock, counted from when the
-//     acquire or last renewal was sent: the margin before the key can
-//     expire; without auto-renewal, likewise when the expire less the
-//     margin runs out. Shortly before (half the margin, at most 50 ms),
-//     when no renewal has failed, the key is read once: when it still
-//     holds this Lock's id with more than the margin left (another process
-//     that shares the id extended it), the hold goes on until then
-//     instead. An answer not in by the deadline counts for nothing.
-//
-// A lock without expire and without a watch is only ended by Release.
+// The hold is lost, and the channel closed: within milliseconds when
+// someone else changes the key (a Reset, a DEL, another owner's SET), where
+// Redis allows the key to be watched (WithTracking); when a renewal finds
+// the key gone or someone else's; and when no renewal succeeded before the
+// expire, less the safety margin (WithSafetyMargin), ran out on the local
+// clock (without renewal, when the expire less the margin runs out). Just
+// before that deadline the key is read once: a key still ours with more
+// time left (another process sharing the id extended it) keeps the hold.
 func (l *Lock) Done() <-chan struct{} { return l.done() }
 
 // done is Done, for every primitive.
