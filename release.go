@@ -21,17 +21,17 @@ import (
 //
 // It returns ErrNotAcquired, changing nothing, when the key is missing or
 // holds another id (the lock expired, was reset or taken; Err then says
-// which), or when another goroutine is acquiring through this Lock. A
-// Redis error is returned wrapped; the key may then still hold this Lock's
-// id until it expires. A ctx that has already ended (as with `defer
+// which), or when this Lock holds nothing and another goroutine's Acquire
+// through it is under way. A Redis error is returned wrapped; the key may
+// then still hold this Lock's id until it expires. A ctx that has already ended (as with `defer
 // l.Release(ctx)` after a deadline) does not strand the lock: the release
 // is sent under a grace of 5 s of its own.
 //
 // It works from any Lock with the same name and id, not only the one that
 // acquired. A release whose reply was lost and that go-redis retried
 // counts as done while the hold was still valid: the retry finds the key
-// gone, or taken by the waiter the first attempt woke (on *redis.Client,
-// *redis.ClusterClient and *redis.Ring, which show such a retry).
+// gone, or taken by the waiter the first attempt woke (on *redis.Client
+// and *redis.ClusterClient, which show such a retry).
 func (l *Lock) Release(ctx context.Context) error {
 	err, _ := l.releaseTurn(ctx, false)
 	return err
