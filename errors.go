@@ -22,6 +22,17 @@ var (
 	// Python returns False from acquire in both cases.
 	ErrLocked = errors.New("redislock: lock is held by another owner")
 
+	// ErrUnreachable says that Redis did not answer. From Acquire and
+	// TryAcquire (and the Semaphore's and RWMutex's): a try got no answer
+	// (the connection was refused, lost or timed out, or the context
+	// ended before any answer; the error then matches the context's error
+	// too, and wraps the last Redis error); nothing is retried until the
+	// context's end. As the reason of a loss (with ErrLost): no renewal
+	// succeeded before the expire ran out, or a Release got no reply or
+	// could not be sent (the key may still hold this Lock's id until it
+	// expires).
+	ErrUnreachable = hold.ErrUnreachable
+
 	// ErrNotAcquired is returned by Release and Extend when the lock key is
 	// missing or holds another owner's id: the lock expired, was reset, or
 	// was never taken with this id. Nothing in Redis is changed. Python's
@@ -73,18 +84,6 @@ var (
 	// owner's id (it expired and someone else acquired it). That owner's
 	// key is left untouched.
 	ErrTakenOver = hold.ErrTakenOver
-
-	// ErrUnreachable is returned by Acquire and TryAcquire (and the
-	// Semaphore's and RWMutex's) when Redis did not answer a try: the
-	// connection was refused, lost or timed out, or the context ended
-	// before any answer (the error then matches the context's error too,
-	// and wraps the last Redis error). It is also the reason of a loss when
-	// Redis did not answer in time: no renewal succeeded before the expire
-	// ran out (it wraps the last Redis error), or a Release got no reply,
-	// or could not be sent before its context ended (the key may then
-	// still hold this Lock's id until it expires or a later Release is
-	// answered).
-	ErrUnreachable = hold.ErrUnreachable
 
 	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the
 	// WithMaxHold limit and the expire then ran out.
