@@ -759,8 +759,12 @@ func TestContendingClientsKeepTheirTrackers(t *testing.T) {
 	for range holds {
 		round()
 	}
-	if n := received() - before; n > 4 {
-		t.Fatalf("%d new connections over %d holds by %d contending clients; want none (each keeps its tracker)", n, clients*holds, clients)
+	// None on an idle machine. A client whose wait outlasts runLinger (1 s)
+	// on a loaded one may lose its tracker once, two connections: CI's race
+	// run beside another saw 6. The bug re-made trackers at every hold:
+	// 47-59 (mutation lingering-trackers-counted).
+	if n := received() - before; n > 2*clients {
+		t.Fatalf("%d new connections over %d holds by %d contending clients; want at most %d (each keeps its tracker)", n, clients*holds, clients, 2*clients)
 	}
 }
 
