@@ -164,15 +164,5 @@ func delta(before, after map[string]int64) map[string]int64 {
 	return d
 }
 
-// commandHook is a redis.Hook made of one function, called for every
-// command sent on its own (pipelines pass through untouched); it sends the
-// command by calling next, or fails it without sending.
-type commandHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
-
-func (h commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
-}
-func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
+// commandHook is redistest.CommandHook.
+type commandHook = redistest.CommandHook

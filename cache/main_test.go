@@ -167,17 +167,8 @@ func (h roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
 
-// commandHook is a redis.Hook made of one function, called for every
-// command sent on its own (pipelines pass through untouched).
-type commandHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
-
-func (h commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
-}
-func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
+// commandHook is redistest.CommandHook.
+type commandHook = redistest.CommandHook
 
 // exec0 is a started worker and its output.
 type exec0 struct {

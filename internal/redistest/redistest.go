@@ -268,3 +268,16 @@ func WaitBlocked(t testing.TB, c *redis.Client, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// CommandHook is a redis.Hook made of one function, called for every
+// command sent on its own (pipelines pass through untouched); it sends the
+// command by calling next, or fails it without sending.
+type CommandHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h CommandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h CommandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+func (h CommandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
