@@ -3,8 +3,13 @@
 package leakcheck
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +22,15 @@ import (
 // goroutine is left, once the wait runtimes and key trackers are closed (a hold some test
 // never released keeps its tracker retrying after the test stopped the
 // server; see redislock.Shutdown). It returns the exit code.
+//
+// A run that would reach go test's -timeout is ended a little before it,
+// with every goroutine's stack and then, last, the tests still running and
+// what each waits in: a CI log shows its tail, and go test's own timeout
+// report puts the names first, above thousands of lines of stacks.
 func Run(m *testing.M) int {
+	stop := reportHang()
 	code := m.Run()
+	stop()
 	redislock.Shutdown()
 	if code == 0 {
 		if err := Find(); err != nil {
@@ -57,4 +69,75 @@ var goRedisSentinelRebuilt = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/redis/go-redis/v9.(*channel).initHealthCheck.func1"),
 	goleak.IgnoreTopFunction("github.com/redis/go-redis/v9.(*channel).initMsgChan.func1"),
 	goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+}
+
+// hangMargin is how long before go test's -timeout a hung run is reported.
+const hangMargin = 20 * time.Second
+
+// reportHang arms the report of a run that is about to time out, and
+// returns the func that disarms it.
+func reportHang() (stop func()) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return func() {}
+	}
+	timeout, err := time.ParseDuration(f.Value.String())
+	if err != nil || timeout <= 2*hangMargin {
+		return func() {}
+	}
+	t := time.AfterFunc(timeout-hangMargin, func() {
+		buf := make([]byte, 16<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		fmt.Fprintf(os.Stderr, "%s\n", buf)
+		fmt.Fprintf(os.Stderr, "leakcheck: the tests ran for %v, %v short of -test.timeout; still running:\n", timeout-hangMargin, hangMargin)
+		for _, line := range Running(string(buf)) {
+			fmt.Fprintf(os.Stderr, "\t%s\n", line)
+		}
+		os.Exit(2)
+	})
+	return func() { t.Stop() }
+}
+
+// testFrame matches a test function's frame in a goroutine's stack.
+var testFrame = regexp.MustCompile(`^[\w./-]*?\.((?:Test|Example)[\w.]*)\(`)
+
+// Running lists, from a dump of every goroutine's stack, each test
+// function that is running and not waiting for its turn to run in
+// parallel, with the innermost frame it is blocked in.
+func Running(stacks string) []string {
+	var out []string
+	for _, g := range strings.Split(stacks, "\n\n") {
+		lines := strings.Split(g, "\n")
+		if len(lines) < 2 || !strings.Contains(g, "testing.tRunner(") ||
+			strings.Contains(g, "testing.(*T).Parallel(") || strings.Contains(g, "testing.(*M).Run(") {
+			continue
+		}
+		for _, l := range lines[1:] {
+			if m := testFrame.FindStringSubmatch(l); m != nil {
+				out = append(out, fmt.Sprintf("%s (goroutine %s in %s)", m[1],
+					strings.TrimSuffix(strings.TrimPrefix(lines[0], "goroutine "), ":"), firstOwnFrame(lines[1:])))
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// firstOwnFrame is the innermost function of a goroutine's stack lines
+// that is not the runtime's.
+func firstOwnFrame(lines []string) string {
+	for _, l := range lines {
+		if l == "" || strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "runtime.") {
+			continue
+		}
+		if i := strings.LastIndex(l, "("); i > 0 {
+			l = l[:i]
+		}
+		return l
+	}
+	return "?"
 }
