@@ -52,11 +52,11 @@ type core struct {
 	margin         time.Duration // WithSafetyMargin, or its default
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
-	maxSlice       time.Duration // longest single BLPOP
-	neverHeld      chan struct{} // closed; Done before the first acquire
-	cleanups       wait.Cleanups // giveback scripts still running
-	abandons       wait.Cleanups // abandoned waits still being finished (also in cleanups)
-	turn           chan struct{} // the local mutex (see queued, and Locker): one slot
+	maxSlice       time.Duration  // longest single BLPOP
+	neverHeld      chan struct{}  // closed; Done before the first acquire
+	cleanups       *wait.Cleanups // giveback scripts still running (a Semaphore's permits share its)
+	abandons       *wait.Cleanups // abandoned waits still being finished (also in cleanups)
+	turn           chan struct{}  // the local mutex (see queued, and Locker): one slot
 	// queued: Acquire takes turn first, and the Release of its hold gives
 	// it back (the Lock's sync.Mutex behaviour); otherwise only Locker
 	// uses turn.
@@ -132,6 +132,8 @@ func (l *core) init(client redis.UniversalClient, name string, proto protocol, c
 		ack:            c.ack,
 		maxSlice:       maxSliceFor(rt, c.expire, c.ack),
 		neverHeld:      make(chan struct{}),
+		cleanups:       new(wait.Cleanups),
+		abandons:       new(wait.Cleanups),
 		turn:           make(chan struct{}, 1),
 		ev:             newEvents(c.observers, c.logger),
 	}

@@ -347,23 +347,23 @@ func ExampleParseOwner() {
 	// false
 }
 
-// At most two workers call the API at once: eight goroutines, each with a
-// Semaphore of its own (one per holder), share two permits.
+// At most two workers call the API at once: eight goroutines share one
+// Semaphore of two permits (as other processes would, through Redis).
 func ExampleSemaphore() {
 	client, closeAll := newExampleClient()
 	defer closeAll()
 	ctx := context.Background()
 
+	sem, err := redislock.NewSemaphore(client, "payment-api", 2)
+	if err != nil {
+		panic(err)
+	}
 	var (
 		mu           sync.Mutex
 		inside, most int
 		wg           sync.WaitGroup
 	)
 	for range 8 {
-		sem, err := redislock.NewSemaphore(client, "payment-api", 2, redislock.WithExpire(10*time.Second))
-		if err != nil {
-			panic(err)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -394,19 +394,19 @@ func ExampleSemaphore_TryAcquire() {
 	defer closeAll()
 	ctx := context.Background()
 
-	a, _ := redislock.NewSemaphore(client, "exports", 1, redislock.WithID("worker-a"))
-	b, _ := redislock.NewSemaphore(client, "exports", 1, redislock.WithID("worker-b"))
-	if err := a.TryAcquire(ctx); err != nil {
+	exports, _ := redislock.NewSemaphore(client, "exports", 1)
+	p, err := exports.TryAcquire(ctx)
+	if err != nil {
 		panic(err)
 	}
-	defer a.Release(ctx)
-	err := b.TryAcquire(ctx)
+	defer p.Release(ctx)
+	_, err = exports.TryAcquire(ctx)
 	fmt.Println("busy:", errors.Is(err, redislock.ErrLocked))
-	holders, size, _ := b.Holders(ctx)
-	fmt.Println("size", size, "held by", holders[0].ID)
+	holders, size, _ := exports.Holders(ctx)
+	fmt.Println("size", size, "held by the permit:", holders[0].ID == p.ID())
 	// Output:
 	// busy: true
-	// size 1 held by worker-a
+	// size 1 held by the permit: true
 }
 
 // Many readers of a config at once, one writer migrating it.

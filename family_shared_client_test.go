@@ -91,23 +91,26 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
+	h := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Second))
 	for range 2 {
-		h := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Second))
-		if err := h.Acquire(ctx); err != nil {
+		if _, err := h.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	held := time.Now()
 	shared := s.Client()
 	got := make(chan time.Time, 2)
+	w := mustSemaphore(t, shared, "pool", 2)
 	for range 2 {
-		w := mustSemaphore(t, shared, "pool", 2)
 		go func() {
-			if err := w.Acquire(ctx); err != nil {
+			p, err := w.Acquire(ctx)
+			if err != nil {
 				t.Error(err)
 			}
 			got <- time.Now()
-			w.Release(ctx)
+			if p != nil {
+				p.Release(ctx)
+			}
 		}()
 	}
 	a, b := <-got, <-got
@@ -196,11 +199,11 @@ func TestSemaphoreSizeMismatchNamesBothSizes(t *testing.T) {
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	two := mustSemaphore(t, b.client(), "pool", 2)
-	if err := two.Acquire(ctx); err != nil {
+	if _, err := two.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	three := mustSemaphore(t, b.client(), "pool", 3)
-	err := three.TryAcquire(ctx)
+	_, err := three.TryAcquire(ctx)
 	if !errors.Is(err, redislock.ErrSizeMismatch) || !strings.Contains(err.Error(), "size 2") || !strings.Contains(err.Error(), "3") {
 		t.Fatalf("TryAcquire = %v; want ErrSizeMismatch naming sizes 2 and 3", err)
 	}

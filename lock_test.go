@@ -810,7 +810,11 @@ func TestDefaultsExpireAndRenew(t *testing.T) {
 		{"Lock, WithExpire(10s), WithAutoRenewal", lock("l3"), []redislock.Option{redislock.WithExpire(10 * time.Second), redislock.WithAutoRenewal()}, true},
 		{"Lock, WithExpire(0)", lock("l4"), []redislock.Option{redislock.WithExpire(0)}, false},
 		{"Semaphore, no options", func(opts ...redislock.Option) error {
-			return mustSemaphore(t, c, "s1", 2, opts...).Acquire(ctx)
+			p, err := mustSemaphore(t, c, "s1", 2, opts...).Acquire(ctx)
+			if err == nil {
+				t.Cleanup(func() { p.Release(context.Background()) })
+			}
+			return err
 		}, nil, true},
 		{"RWMutex writer, no options", func(opts ...redislock.Option) error {
 			return mustRWMutex(t, c, "rw1", opts...).Lock(ctx)

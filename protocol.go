@@ -98,7 +98,7 @@ func (ownRegistration) token(*wait.Ticket) (string, bool) { return "", false }
 // follows it takes that back.)
 func (r ownRegistration) end(l *core, a *attempt, _ string, acquired bool) {
 	if a.registered && !acquired {
-		l.unregister(r.leave, l.ownerID(), &l.abandons)
+		l.unregister(r.leave, l.ownerID(), l.abandons)
 	}
 }
 

@@ -354,11 +354,12 @@ func TestReleaseWithAnEndedContextIsSent(t *testing.T) {
 	t.Run("semaphore", func(t *testing.T) {
 		sem := mustSemaphore(t, s.Client(), "pool", 1)
 		cctx, cancel := context.WithCancel(ctx)
-		if err := sem.Acquire(cctx); err != nil {
+		p, err := sem.Acquire(cctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		cancel()
-		if err := sem.Release(cctx); err != nil {
+		if err := p.Release(cctx); err != nil {
 			t.Fatalf("Semaphore.Release(ended ctx) = %v, want nil", err)
 		}
 		if n := admin.ZCard(ctx, sem.Key()).Val(); n != 0 {

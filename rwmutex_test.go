@@ -27,6 +27,15 @@ func mustRWMutex(t testing.TB, c redis.UniversalClient, name string, opts ...red
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// A hold the test left ends with it (its renewal would outlive
+		// the test), before its server stops.
+		select {
+		case <-rw.Done():
+		default:
+			if rw.Unlock(ctx) != nil {
+				rw.RUnlock(ctx)
+			}
+		}
 		rw.Settle(ctx)
 	})
 	return rw

@@ -5,39 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-redis-lock/redislock/internal/hold"
 	"github.com/go-redis-lock/redislock/internal/topology"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // A Semaphore lets at most size holders at a time, across every process
 // that uses the same Redis and key prefix, into what it guards: "at most 5
-// workers call the payment API at once". It is the distributed form of a
-// weighted semaphore of weight one per holder (golang.org/x/sync/semaphore
-// with Acquire(ctx, 1)).
+// workers call the payment API at once". It is the distributed form of
+// golang.org/x/sync/semaphore with a weight of one per Acquire.
 //
-// Like a Lock, a Semaphore value is one holder: it holds at most one
-// permit at a time (Acquire while it holds returns ErrAlreadyAcquired),
-// and goroutines that each need a permit use a Semaphore each for the
-// same name. Each holder's permit expires on its own, judged by the
-// Redis server's clock, so a holder that crashed frees its permit at its
-// own expire and a waiter wakes then; WithAutoRenewal keeps a live
-// holder's permit. Waiters never poll: they sleep in BLPOP on the
-// semaphore's signal list, and a release wakes one waiter per permit it
-// frees.
+// A Semaphore is shared as an x/sync semaphore is: any number of
+// goroutines may call Acquire on one value, and each successful call
+// returns a Permit of its own, with its own owner id, expiry, renewal and
+// loss; the Permit's Release gives it back. Each permit expires on its
+// own, judged by the Redis server's clock, and is renewed while held, so
+// a holder that crashed frees its permit at its expire (DefaultExpire
+// unless WithExpire) and a waiter wakes then. Waiters never poll: they
+// sleep in BLPOP on the semaphore's signal list, and a release wakes one
+// waiter per permit it frees.
 //
-// It runs on the same machinery as the Lock: the same waiting, local wait
-// queue, holds (Done, Err, local deadline, renewal, loss), giveback after
-// a lost reply, fencing and replica acknowledgement. Its keys are its own
-// (see keys.go), all hash-tagged with the name so that they share one
-// cluster slot; python-redis-lock has no semaphore.
+// Its keys are its own, all hash-tagged with the name so that they share
+// one cluster slot; python-redis-lock has no semaphore.
 type Semaphore struct {
-	core // first: the Semaphore's cleanup (see run) is attached to its address
+	core // the semaphore's keys, for Holders, Reset and Settle
 	size int
+
+	// What each permit's core is made of (see permit).
+	cfg   config
+	rt    time.Duration
+	fence string
+	extra []any
 }
 
 // NewSemaphore returns a Semaphore named name with size permits on
@@ -45,13 +47,15 @@ type Semaphore struct {
 // returning an error matching ErrInvalidArgument (ErrNilClient for a nil
 // client) for an empty name, a size below 1, WithExpire(0) (a semaphore's
 // permits must expire), a name with '}' or a prefix with a brace, or a bad
-// option. Without WithExpire a
-// permit lasts DefaultExpire and is renewed while held.
+// option. Without WithExpire a permit lasts DefaultExpire and is renewed
+// while held.
 //
 // The options are the Lock's but for WithHashTag (a semaphore's keys are
 // always hash-tagged) and WithTracking (a holder learns of a loss at its
 // renewal or local deadline, as an untracked Lock does): either is refused
-// with an error matching ErrInvalidArgument.
+// with an error matching ErrInvalidArgument. With WithID every permit is
+// held under that id, so that one holds at a time: another Acquire
+// returns ErrAlreadyAcquired while it does.
 //
 // Every process that uses the name must use the same size: an Acquire
 // that finds holders with another size fails with ErrSizeMismatch and
@@ -68,9 +72,9 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	if !c.fencing {
 		fence = ""
 	}
-	s := &Semaphore{size: size}
-	s.core.init(client, name, semProtocol{}, c, rt, keys, fence,
-		[]any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)})
+	s := &Semaphore{size: size, cfg: c, rt: rt, fence: fence,
+		extra: []any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)}}
+	s.core.init(client, name, semProtocol{}, c, rt, keys, fence, s.extra)
 	return s, nil
 }
 
@@ -97,119 +101,124 @@ func (s *Semaphore) Name() string { return s.name }
 // Size returns how many may hold at once.
 func (s *Semaphore) Size() int { return s.size }
 
-// ID returns the owner id this Semaphore's permit is held under: the one
-// given with WithID, or its random one, which changes as Lock.ID's does.
-func (s *Semaphore) ID() string { return s.ownerID() }
-
 // Key returns the Redis key of the holders: a sorted set of owner ids,
 // each scored by its expiry in milliseconds of the server's clock.
 func (s *Semaphore) Key() string { return s.keys[0] }
 
 // Acquire takes a permit, waiting as long as ctx allows while all are
-// held. It returns nil once this Semaphore holds one.
+// held, and returns it. Release it when done.
+//
+// What can go wrong (the Permit is then nil):
+//   - ctx ends while every permit is held: the error matches ErrLocked
+//     and ctx's error;
+//   - Redis does not answer: ErrUnreachable, never ErrLocked;
+//   - the holders use another size: ErrSizeMismatch;
+//   - a holder already has the caller-given id (WithID):
+//     ErrAlreadyAcquired.
 //
 // It waits as Lock.Acquire does: in BLPOP on the signal list, woken by a
 // release (one waiter per freed permit) or, when a holder died, at the
-// earliest holder's expiry. If ctx ends first the error matches both
-// ErrLocked and ctx's error. It returns ErrAlreadyAcquired, sending
-// nothing, when this Semaphore holds a permit or is acquiring, and also
-// when a holder already has its caller-given id (WithID); ErrSizeMismatch
-// when the holders use another size.
-//
-// On success a hold starts: Done returns a fresh open channel, and with
-// WithAutoRenewal the permit is renewed until Release or loss.
-func (s *Semaphore) Acquire(ctx context.Context) error {
-	_, err := s.run(ctx, true)
-	return s.sized(err)
-}
-
-// sized adds this Semaphore's size to an ErrSizeMismatch, which names the
-// size the holders use.
-func (s *Semaphore) sized(err error) error {
-	if errors.Is(err, ErrSizeMismatch) {
-		return fmt.Errorf("%w (this Semaphore's size is %d)", err, s.size)
-	}
-	return err
+// earliest holder's expiry.
+func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
+	p, _, err := s.permit(ctx, true)
+	return p, err
 }
 
 // TryAcquire takes a permit if one is free, in one round trip, without
 // waiting: it returns ErrLocked when all are held. Its other errors are
 // Acquire's.
-func (s *Semaphore) TryAcquire(ctx context.Context) error {
-	_, err := s.run(ctx, false)
-	return s.sized(err)
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
+	p, _, err := s.permit(ctx, false)
+	return p, err
 }
 
-// Release gives back this Semaphore's permit and wakes one waiter for it
-// (and one for each permit that expired meanwhile). It returns
-// ErrNotAcquired, changing nothing, when the permit is no longer held
-// under its id: it expired on the server's clock, or was reset. A release
-// whose reply was lost is judged as Lock.Release judges one. Then Done is
-// closed and Err returns ErrReleased, or the loss.
-func (s *Semaphore) Release(ctx context.Context) error {
-	return s.release(ctx, nil)
+// permit acquires a new permit, and returns it with its hold.
+func (s *Semaphore) permit(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
+	c := s.cfg
+	if !c.idGiven {
+		c.id = newOwnerID() // each permit is a holder of its own
+	}
+	p := &Permit{}
+	p.core.init(s.client, s.name, semProtocol{}, c, s.rt, s.keys, s.fence, s.extra)
+	p.cleanups, p.abandons = s.cleanups, s.abandons // the semaphore's Settle waits for them
+	h, err := p.run(ctx, blocking)
+	if err != nil {
+		if errors.Is(err, ErrSizeMismatch) {
+			err = fmt.Errorf("%w (this Semaphore's size is %d)", err, s.size)
+		}
+		return nil, nil, err
+	}
+	return p, h, nil
 }
-
-// Extend sets this Semaphore's permit to expire d from now on the
-// server's clock, if it still holds it; d of 0 means its own expire
-// (WithExpire). It returns an error matching ErrInvalidArgument, sending nothing, for a d
-// below 1ms or not longer than the safety margin, and ErrNotAcquired when
-// the permit is no longer held (it is never recreated). A successful
-// Extend of the current hold also moves its local deadline; renewals never
-// shorten it, as with Lock.Extend.
-func (s *Semaphore) Extend(ctx context.Context, d time.Duration) error {
-	return s.extend(ctx, d)
-}
-
-// Done returns a channel closed when this Semaphore does not hold a
-// permit, as Lock.Done: open from a successful acquire until Release or
-// loss. A holder learns of a loss at its renewal (the permit gone), or
-// when its local deadline passes with no renewal answered.
-func (s *Semaphore) Done() <-chan struct{} { return s.done() }
-
-// Err returns nil while the current hold lasts, and afterwards why it
-// ended, as Lock.Err: ErrReleased, or an error matching ErrLost and its
-// reason; ErrNotAcquired before the first acquire.
-func (s *Semaphore) Err() error { return s.holdErr() }
-
-// Token returns the fencing token of the current (or last) hold with
-// WithFencing: larger than every earlier grant of a permit of this
-// semaphore. 0 without WithFencing and before the first acquire.
-func (s *Semaphore) Token() int64 { return s.token() }
 
 // Do acquires a permit (waiting as Acquire does), runs fn while holding
 // it, and releases it, even if fn panics. fn's context is cancelled, with
 // a cause matching ErrLost, when the permit is lost. Its results are
 // Lock.Do's.
 func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	h, err := s.run(ctx, true)
+	p, h, err := s.permit(ctx, true)
 	if err != nil {
-		return s.sized(err)
+		return err
 	}
-	return s.runHeld(ctx, h, fn)
+	return p.runHeld(ctx, h, fn)
 }
 
 // TryDo is Do without waiting: when every permit is held it returns
 // ErrLocked at once and fn does not run.
 func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
-	h, err := s.run(ctx, false)
+	p, h, err := s.permit(ctx, false)
 	if err != nil {
-		return s.sized(err)
+		return err
 	}
-	return s.runHeld(ctx, h, fn)
+	return p.runHeld(ctx, h, fn)
 }
 
-// Locker returns a sync.Locker whose Lock and Unlock take and release a
-// permit, as Lock.Locker does for a Lock (goroutines of one Semaphore take
-// turns locally; no deadline; a panic on an Unlock of a permit that is
-// gone).
-func (s *Semaphore) Locker() sync.Locker {
-	return locker{c: &s.core, acquire: s.Acquire, release: s.Release, err: s.Err}
-}
-
-// Settle waits, as long as ctx allows, for the work this Semaphore still
-// runs in the background, as Lock.Settle does.
+// Settle waits, as long as ctx allows, for the work this Semaphore's
+// permits still run in the background, as Lock.Settle does.
 func (s *Semaphore) Settle(ctx context.Context) error { return s.settle(ctx) }
+
+// A Permit is one hold of a Semaphore's permit, from the Acquire that
+// returned it until its Release or its loss. It is safe for use by
+// several goroutines; it holds once, and is not acquired again.
+type Permit struct {
+	core // first: a Permit dropped while held is abandoned (see take)
+}
+
+// Release gives the permit back and wakes one waiter for it (and one for
+// each permit that expired meanwhile). It returns ErrNotAcquired,
+// changing nothing, when the permit is no longer held under its id: it
+// expired on the server's clock, was reset, or was released before. A
+// release whose reply was lost is judged as Lock.Release judges one. Then
+// Done is closed and Err returns ErrReleased, or the loss.
+func (p *Permit) Release(ctx context.Context) error { return p.release(ctx, nil) }
+
+// Extend sets the permit to expire d from now on the server's clock, if it
+// is still held; d of 0 means its own expire (WithExpire). It returns an
+// error matching ErrInvalidArgument, sending nothing, for a d below 1ms or
+// not longer than the safety margin, and ErrNotAcquired when the permit is
+// no longer held (it is never recreated). It also moves the permit's local
+// deadline; renewals never shorten it, as with Lock.Extend.
+func (p *Permit) Extend(ctx context.Context, d time.Duration) error { return p.extend(ctx, d) }
+
+// Done returns a channel closed when the permit is no longer held: by
+// Release, or by loss, learnt at its renewal (the permit gone) or when its
+// local deadline passes with no renewal answered.
+func (p *Permit) Done() <-chan struct{} { return p.done() }
+
+// Err returns nil while the permit is held, and afterwards why it ended,
+// as Lock.Err: ErrReleased, or an error matching ErrLost and its reason.
+func (p *Permit) Err() error { return p.holdErr() }
+
+// Token returns the permit's fencing token with WithFencing: larger than
+// every earlier grant of a permit of this semaphore; 0 without it.
+func (p *Permit) Token() int64 { return p.token() }
+
+// ID returns the owner id the permit is held under, as Holders lists it:
+// a random one, or the one given with WithID.
+func (p *Permit) ID() string { return p.ownerID() }
+
+// Key returns the Redis key of the semaphore's holders (Semaphore.Key).
+func (p *Permit) Key() string { return p.keys[0] }
 
 // A Holder is one holder of a semaphore's permit.
 type Holder struct {

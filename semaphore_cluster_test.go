@@ -42,24 +42,30 @@ func TestSemaphoreCluster(t *testing.T) {
 		names = append(names, name)
 	}
 	for _, name := range names {
-		var holders []*redislock.Semaphore
+		var holders []*redislock.Permit
+		sem := mustSemaphore(t, cc, name, 2, redislock.WithExpire(time.Minute), redislock.WithFencing())
 		for range 2 {
-			s := mustSemaphore(t, cc, name, 2, redislock.WithExpire(time.Minute), redislock.WithFencing())
-			if err := s.Acquire(ctx); err != nil {
+			p, err := sem.Acquire(ctx)
+			if err != nil {
 				t.Fatalf("Acquire(%s) on the cluster: %v", name, err)
 			}
-			if s.Token() == 0 {
+			if p.Token() == 0 {
 				t.Fatalf("%s: no fencing token", name)
 			}
-			holders = append(holders, s)
+			holders = append(holders, p)
 		}
 		if err := holders[0].Extend(ctx, 2*time.Minute); err != nil {
 			t.Fatalf("Extend(%s): %v", name, err)
 		}
-		waiter := mustSemaphore(t, cl.Client(t), name, 2, redislock.WithFencing())
+		waiterSem := mustSemaphore(t, cl.Client(t), name, 2, redislock.WithFencing())
 		got := make(chan error, 1)
 		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-		go func() { got <- waiter.Acquire(wctx) }()
+		var waiter *redislock.Permit
+		go func() {
+			var err error
+			waiter, err = waiterSem.Acquire(wctx)
+			got <- err
+		}()
 		node, err := cc.MasterForKey(ctx, holders[0].Key())
 		if err != nil {
 			t.Fatal(err)

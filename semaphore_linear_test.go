@@ -61,29 +61,46 @@ var semModel = porcupine.NondeterministicModel{
 	},
 }
 
-type realSemaphore struct{ s *redislock.Semaphore }
-
-func (m realSemaphore) acquire(ctx context.Context, blocking bool) error {
-	if blocking {
-		return m.s.Acquire(ctx)
-	}
-	return m.s.TryAcquire(ctx)
+// realSemaphore is one participant: it holds the permit its last acquire
+// returned, and releases that one.
+type realSemaphore struct {
+	s *redislock.Semaphore
+	p *redislock.Permit
 }
-func (m realSemaphore) release(ctx context.Context) error { return m.s.Release(ctx) }
+
+func (m *realSemaphore) acquire(ctx context.Context, blocking bool) error {
+	var (
+		p   *redislock.Permit
+		err error
+	)
+	if blocking {
+		p, err = m.s.Acquire(ctx)
+	} else {
+		p, err = m.s.TryAcquire(ctx)
+	}
+	if err == nil {
+		m.p = p
+	}
+	return err
+}
+
+func (m *realSemaphore) release(ctx context.Context) error {
+	if m.p == nil {
+		return redislock.ErrNotAcquired
+	}
+	return m.p.Release(ctx)
+}
 
 // brokenSemaphore releases as a bare counter would: it frees a permit,
 // whoever holds it (the one that expires first), even when the caller
 // holds none.
 type brokenSemaphore struct {
-	s *redislock.Semaphore
+	realSemaphore
 	c *redis.Client
 }
 
-func (m brokenSemaphore) acquire(ctx context.Context, blocking bool) error {
-	return realSemaphore{m.s}.acquire(ctx, blocking)
-}
-func (m brokenSemaphore) release(ctx context.Context) error {
-	m.s.Release(ctx) // clears the Semaphore's own state; its result is ignored
+func (m *brokenSemaphore) release(ctx context.Context) error {
+	m.realSemaphore.release(ctx) // clears the permit's own state; its result is ignored
 	return m.c.ZPopMin(ctx, m.s.Key()).Err()
 }
 
@@ -106,9 +123,9 @@ func TestSemaphoreLinearizable(t *testing.T) {
 			h := historyOf(t, func(client *redis.Client) mutex {
 				s := mustSemaphore(t, client, "pool", semSize, redislock.WithExpire(time.Minute))
 				if tc.broken {
-					return brokenSemaphore{s, client}
+					return &brokenSemaphore{realSemaphore{s: s}, client}
 				}
-				return realSemaphore{s}
+				return &realSemaphore{s: s}
 			})
 			checkStart := time.Now()
 			res := porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 30*time.Second)

@@ -37,8 +37,10 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 		}
 		most := int64(0)
 		for range rounds {
+			var p *redislock.Permit
 			if s != nil {
-				if err := s.Acquire(ctx); err != nil {
+				var err error
+				if p, err = s.Acquire(ctx); err != nil {
 					return fail(err)
 				}
 			}
@@ -54,8 +56,8 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 			if err := c.Incr(ctx, name+":sections").Err(); err != nil {
 				return fail(err)
 			}
-			if s != nil {
-				if err := s.Release(ctx); err != nil {
+			if p != nil {
+				if err := p.Release(ctx); err != nil {
 					return fail(err)
 				}
 			}
@@ -76,12 +78,13 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 		if err != nil {
 			return fail(err)
 		}
-		if err := s.Acquire(ctx); err != nil {
+		p, err := s.Acquire(ctx)
+		if err != nil {
 			return fail(err)
 		}
 		fmt.Println("held")
-		<-s.Done()
-		fmt.Printf("lost: %v\n", s.Err())
+		<-p.Done()
+		fmt.Printf("lost: %v\n", p.Err())
 		if os.Getenv("W_RELEASE") == "zadd" { // a renewal that recreates the permit
 			// After the renewal that may have been in flight at the loss
 			// (sent as the process resumed): it would find the permit put
@@ -89,10 +92,10 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 			// before the test looks.
 			time.Sleep(200 * time.Millisecond)
 			ms := time.Now().Add(time.Minute).UnixMilli()
-			fmt.Printf("release: %v\n", c.ZAdd(ctx, s.Key(), redis.Z{Score: float64(ms), Member: s.ID()}).Err())
+			fmt.Printf("release: %v\n", c.ZAdd(ctx, s.Key(), redis.Z{Score: float64(ms), Member: p.ID()}).Err())
 			return 0, true
 		}
-		fmt.Printf("release: %v\n", s.Release(ctx))
+		fmt.Printf("release: %v\n", p.Release(ctx))
 		return 0, true
 	case "rwread": // RLock the RWMutex W_NAME (W_EXPIRE), say "held", then sleep until killed
 		expire, _ := time.ParseDuration(os.Getenv("W_EXPIRE"))
@@ -199,7 +202,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			live := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Minute))
-			if err := live.Acquire(ctx); err != nil {
+			if _, err := live.Acquire(ctx); err != nil {
 				t.Fatal(err)
 			}
 			holder, _ := startSemHolder(t, s.Addr, "pool", tc.expire, false, "W_SIZE=2")
@@ -208,7 +211,12 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			got := make(chan error, 1)
 			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
 			defer cancel()
-			go func() { got <- waiter.Acquire(wctx) }()
+			var wp *redislock.Permit
+			go func() {
+				var err error
+				wp, err = waiter.Acquire(wctx)
+				got <- err
+			}()
 			waitBlocked(t, s.Client(), 1) // the waiter sleeps in BLPOP
 			holder.Process.Signal(syscall.SIGKILL)
 			holder.Wait()
@@ -219,7 +227,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 				t.Fatalf("waiter's Acquire() = %v after %v; want the permit within TTL + 300ms = %v", err, took, tc.wantFreed)
 			}
 			if err == nil {
-				waiter.Release(ctx)
+				wp.Release(ctx)
 			}
 		})
 	}
@@ -245,8 +253,9 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 			holder, out := startSemHolder(t, s.Addr, "pool", "500ms", true, "W_RELEASE="+tc.release)
 			holder.Process.Signal(syscall.SIGSTOP)
 			paused := time.Now()
-			next := mustSemaphore(t, s.Client(), "pool", 1, redislock.WithExpire(30*time.Second))
-			if err := next.Acquire(ctx); err != nil {
+			nextSem := mustSemaphore(t, s.Client(), "pool", 1, redislock.WithExpire(30*time.Second))
+			next, err := nextSem.Acquire(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("holder paused; the next one acquired after %v (holder's permit: 500ms)", time.Since(paused))
@@ -261,7 +270,7 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 			if !tc.broken && !strings.Contains(report, "not held by this owner") {
 				t.Fatalf("holder's Release after the loss: %q, want ErrNotAcquired", report)
 			}
-			holders, _, err := next.Holders(ctx)
+			holders, _, err := nextSem.Holders(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,10 +297,10 @@ func TestSemaphoreReleaseWakesOnePerPermit(t *testing.T) {
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			admin := s.Client()
-			var holders []*redislock.Semaphore
+			var holders []*redislock.Permit
 			for range k {
-				h := mustSemaphore(t, s.Client(), "pool", k)
-				if err := h.Acquire(ctx); err != nil {
+				h, err := mustSemaphore(t, s.Client(), "pool", k).Acquire(ctx)
+				if err != nil {
 					t.Fatal(err)
 				}
 				holders = append(holders, h)
@@ -304,10 +313,10 @@ func TestSemaphoreReleaseWakesOnePerPermit(t *testing.T) {
 			for range k {
 				w := mustSemaphore(t, s.Client(), "pool", k)
 				go func() {
-					err := w.Acquire(ctx)
+					p, err := w.Acquire(ctx)
 					got <- woken{time.Now(), err}
 					if err == nil {
-						w.Release(ctx)
+						p.Release(ctx)
 					}
 				}()
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,30 +33,28 @@ func mustSemaphore(t testing.TB, c redis.UniversalClient, name string, size int,
 }
 
 // At most size holders; a release lets the next one in; Holders lists
-// them with their TTLs on the server's clock; Done and Err follow the hold.
+// them with their TTLs on the server's clock; each Permit's Done and Err
+// follow its own hold. One Semaphore value is shared by every caller.
 func TestSemaphoreBasics(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
-		var sems []*redislock.Semaphore
-		for range 3 {
-			sems = append(sems, mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second)))
-		}
-		if err := sems[0].Err(); !errors.Is(err, redislock.ErrNotAcquired) {
-			t.Fatalf("Err before the first acquire = %v; want ErrNotAcquired", err)
-		}
-		for _, s := range sems[:2] {
-			if err := s.TryAcquire(ctx); err != nil {
+		sem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
+		var permits []*redislock.Permit
+		for range 2 {
+			p, err := sem.TryAcquire(ctx)
+			if err != nil {
 				t.Fatalf("TryAcquire with a free permit: %v", err)
 			}
+			permits = append(permits, p)
 		}
-		if err := sems[2].TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
-			t.Fatalf("TryAcquire with both permits held = %v; want ErrLocked", err)
+		if permits[0].ID() == permits[1].ID() {
+			t.Fatalf("two permits share the id %q", permits[0].ID())
 		}
-		if err := sems[0].TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-			t.Fatalf("TryAcquire on a holding Semaphore = %v; want ErrAlreadyAcquired", err)
+		if p, err := sem.TryAcquire(ctx); p != nil || !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire with both permits held = %v, %v; want nil, ErrLocked", p, err)
 		}
-		holders, size, err := sems[0].Holders(ctx)
+		holders, size, err := sem.Holders(ctx)
 		if err != nil || size != 2 || len(holders) != 2 {
 			t.Fatalf("Holders = %v, %d, %v; want 2 holders of size 2", holders, size, err)
 		}
@@ -63,39 +62,110 @@ func TestSemaphoreBasics(t *testing.T) {
 			if h.TTL <= 9*time.Second || h.TTL > 10*time.Second {
 				t.Fatalf("holder %s has TTL %v; want about 10s", h.ID, h.TTL)
 			}
-			if h.ID != sems[0].ID() && h.ID != sems[1].ID() {
-				t.Fatalf("holder %q is neither Semaphore's id", h.ID)
+			if h.ID != permits[0].ID() && h.ID != permits[1].ID() {
+				t.Fatalf("holder %q is neither permit's id", h.ID)
 			}
 		}
 		select {
-		case <-sems[0].Done():
+		case <-permits[0].Done():
 			t.Fatal("Done closed while holding")
 		default:
 		}
-		if err := sems[0].Release(ctx); err != nil {
+		if err := permits[0].Release(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		<-sems[0].Done()
-		if err := sems[0].Err(); !errors.Is(err, redislock.ErrReleased) {
+		<-permits[0].Done()
+		if err := permits[0].Err(); !errors.Is(err, redislock.ErrReleased) {
 			t.Fatalf("Err after Release = %v; want ErrReleased", err)
 		}
-		if err := sems[0].Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+		if err := permits[1].Err(); err != nil {
+			t.Fatalf("the other permit's Err after the first's Release = %v; want nil", err)
+		}
+		if err := permits[0].Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("second Release = %v; want ErrNotAcquired", err)
 		}
-		if err := sems[2].TryAcquire(ctx); err != nil {
+		third, err := sem.TryAcquire(ctx)
+		if err != nil {
 			t.Fatalf("TryAcquire after a release: %v", err)
 		}
-		for _, s := range sems[1:] {
-			if err := s.Release(ctx); err != nil {
+		for _, p := range []*redislock.Permit{permits[1], third} {
+			if err := p.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// The last release leaves nothing behind but the signals it pushed.
-		for _, k := range []string{sems[0].Key(), strings.Replace(sems[0].Key(), "-sem:", "-sem-size:", 1)} {
+		for _, k := range []string{sem.Key(), strings.Replace(sem.Key(), "-sem:", "-sem-size:", 1)} {
 			if n := c.Exists(ctx, k).Val(); n != 0 {
 				t.Fatalf("key %s still exists after the last release", k)
 			}
 		}
+	})
+}
+
+// A Semaphore shared by goroutines gives each its own permit, up to the
+// size, as golang.org/x/sync/semaphore does: never more than size inside
+// at once, and every goroutine gets in.
+func TestSemaphoreSharedByGoroutines(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		sem := mustSemaphore(t, b.client(), "pool", 3)
+		var inside, most, done atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					p, err := sem.Acquire(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := inside.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					if err := p.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					done.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if done.Load() != 40 || most.Load() > 3 || most.Load() < 2 {
+			t.Fatalf("%d of 40 holds done, at most %d inside at once; want all, and 2 or 3 (the size) at once", done.Load(), most.Load())
+		}
+	})
+}
+
+// With WithID every permit is held under the given id, as
+// python-redis-lock's given id: a second Acquire while one holds returns
+// ErrAlreadyAcquired, sending nothing that takes.
+func TestSemaphoreWithIDHoldsOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		sem := mustSemaphore(t, b.client(), "pool", 3, redislock.WithID("worker-7"))
+		p, err := sem.Acquire(ctx)
+		if err != nil || p.ID() != "worker-7" {
+			t.Fatalf("Acquire = %v, %v; want a permit held as worker-7", p, err)
+		}
+		if q, err := sem.TryAcquire(ctx); q != nil || !errors.Is(err, redislock.ErrAlreadyAcquired) {
+			t.Fatalf("second TryAcquire under the same id = %v, %v; want ErrAlreadyAcquired", q, err)
+		}
+		if holders, _, _ := sem.Holders(ctx); len(holders) != 1 {
+			t.Fatalf("holders %v; want worker-7 once", holders)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q, err := sem.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire after the release: %v", err)
+		}
+		q.Release(ctx)
 	})
 }
 
@@ -104,13 +174,18 @@ func TestSemaphoreBasics(t *testing.T) {
 func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
-		holder := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
-		waiter := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
-		if err := holder.Acquire(ctx); err != nil {
+		sem := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
+		holder, err := sem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan error, 1)
-		go func() { got <- waiter.Acquire(ctx) }()
+		var waiter *redislock.Permit
+		go func() {
+			var err error
+			waiter, err = sem.Acquire(ctx)
+			got <- err
+		}()
 		time.Sleep(100 * time.Millisecond)
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {
@@ -135,11 +210,12 @@ func TestSemaphoreSizeMismatch(t *testing.T) {
 		c := b.client()
 		two := mustSemaphore(t, c, "pool", 2)
 		three := mustSemaphore(t, c, "pool", 3)
-		if err := two.Acquire(ctx); err != nil {
+		held, err := two.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, try := range []func(context.Context) error{three.TryAcquire, three.Acquire} {
-			err := try(ctx)
+		for _, try := range []func(context.Context) (*redislock.Permit, error){three.TryAcquire, three.Acquire} {
+			_, err := try(ctx)
 			if !errors.Is(err, redislock.ErrSizeMismatch) || !strings.Contains(err.Error(), "size 2") {
 				t.Fatalf("acquire with size 3 while size-2 holders hold = %v; want ErrSizeMismatch naming size 2", err)
 			}
@@ -148,13 +224,14 @@ func TestSemaphoreSizeMismatch(t *testing.T) {
 		if err != nil || len(holders) != 1 || size != 2 {
 			t.Fatalf("Holders = %v, %d, %v; want only the size-2 holder", holders, size, err)
 		}
-		if err := two.Release(ctx); err != nil {
+		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := three.TryAcquire(ctx); err != nil {
+		p, err := three.TryAcquire(ctx)
+		if err != nil {
 			t.Fatalf("size 3 once nobody holds: %v", err)
 		}
-		three.Release(ctx)
+		p.Release(ctx)
 	})
 }
 
@@ -188,16 +265,27 @@ func TestSemaphoreBadInput(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	s := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(time.Second), redislock.WithSafetyMargin(100*time.Millisecond))
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("%d keys written by bad calls; want none", n)
+	}
+	p, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.ZScore(ctx, s.Key(), p.ID()).Val()
 	for _, d := range []time.Duration{-time.Second, time.Microsecond, 100 * time.Millisecond} {
-		if err := s.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
+		if err := p.Extend(ctx, d); !errors.Is(err, redislock.ErrInvalidDuration) {
 			t.Fatalf("Extend(%v) = %v; want ErrInvalidDuration", d, err)
 		}
 	}
-	if err := s.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotAcquired) {
-		t.Fatalf("Extend without a permit = %v; want ErrNotAcquired", err)
+	if after := c.ZScore(ctx, s.Key(), p.ID()).Val(); after != before {
+		t.Fatalf("a refused Extend moved the permit's expiry from %v to %v", before, after)
 	}
-	if n := c.DBSize(ctx).Val(); n != 0 {
-		t.Fatalf("%d keys written by bad calls; want none", n)
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Extend(ctx, time.Second); !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Extend of a released permit = %v; want ErrNotAcquired", err)
 	}
 }
 
@@ -209,10 +297,11 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		s := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(time.Second))
-		if err := s.Acquire(ctx); err != nil {
+		p, err := s.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Extend(ctx, 5*time.Second); err != nil {
+		if err := p.Extend(ctx, 5*time.Second); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
 		holders, _, err := s.Holders(ctx)
@@ -220,24 +309,24 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 			t.Fatalf("after Extend(5s): holders %v, %v", holders, err)
 		}
 		time.Sleep(1200 * time.Millisecond) // past the 1s expire: the extend holds it
-		if err := s.Err(); err != nil {
+		if err := p.Err(); err != nil {
 			t.Fatalf("hold ended past its expire despite the Extend: %v", err)
 		}
-		if err := s.Release(ctx); err != nil {
+		if err := p.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 
-		r := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
-		if err := r.Acquire(ctx); err != nil {
+		rs := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		r, err := rs.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
 		if err := r.Err(); err != nil {
 			t.Fatalf("renewed hold lost: %v", err)
 		}
-		other := mustSemaphore(t, c, "pool", 1)
-		if err := other.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
-			t.Fatalf("TryAcquire while a renewed permit is held = %v; want ErrLocked", err)
+		if q, err := rs.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryAcquire while a renewed permit is held = %v, %v; want ErrLocked", q, err)
 		}
 		if err := r.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -251,17 +340,21 @@ func TestSemaphoreReset(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
-		h := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
-		if err := h.Acquire(ctx); err != nil {
+		hs := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
+		h, err := hs.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		w := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(10*time.Second))
+		ws := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(10*time.Second))
 		var wg sync.WaitGroup
 		wg.Add(1)
-		var werr error
-		go func() { defer wg.Done(); werr = w.Acquire(ctx) }()
+		var (
+			w    *redislock.Permit
+			werr error
+		)
+		go func() { defer wg.Done(); w, werr = ws.Acquire(ctx) }()
 		time.Sleep(50 * time.Millisecond)
-		n, err := h.Reset(ctx)
+		n, err := hs.Reset(ctx)
 		if err != nil || n != 1 {
 			t.Fatalf("Reset = %d, %v; want 1 holder dropped", n, err)
 		}
@@ -283,7 +376,7 @@ func TestSemaphoreReset(t *testing.T) {
 		if err := h.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("reset holder's Release = %v; want ErrNotAcquired", err)
 		}
-		if holders, _, _ := w.Holders(ctx); len(holders) != 1 || holders[0].ID != w.ID() {
+		if holders, _, _ := ws.Holders(ctx); len(holders) != 1 || holders[0].ID != w.ID() {
 			t.Fatalf("holders after the reset holder's Release: %v; want only the waiter", holders)
 		}
 	})
@@ -300,18 +393,26 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 		if err := l.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var sems []*redislock.Semaphore
+		pool := mustSemaphore(t, c, "pool", 3, redislock.WithExpire(time.Minute))
+		var permits []*redislock.Permit
 		for range 2 {
-			s := mustSemaphore(t, c, "pool", 3, redislock.WithExpire(time.Minute))
-			if err := s.Acquire(ctx); err != nil {
+			p, err := pool.Acquire(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
-			sems = append(sems, s)
+			permits = append(permits, p)
 		}
 		other := mustSemaphore(t, c, "other", 1, redislock.WithKeyPrefix("app:"))
-		if err := other.Acquire(ctx); err != nil {
+		p, err := other.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		permits = append(permits, p)
+		defer func() {
+			for _, p := range permits { // the reset ones return ErrNotAcquired: their holds end
+				p.Release(ctx)
+			}
+		}()
 		list, err := redislock.List(ctx, c, "*")
 		if err != nil {
 			t.Fatal(err)
@@ -319,8 +420,8 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 		var kinds []string
 		for _, info := range list {
 			kinds = append(kinds, string(info.Kind)+":"+info.Name)
-			if info.Kind == redislock.KindSemaphore && (info.Size != 3 || info.TTL <= 50*time.Second || info.Key != sems[0].Key()) {
-				t.Fatalf("semaphore entry %+v; want size 3, TTL about a minute, key %s", info, sems[0].Key())
+			if info.Kind == redislock.KindSemaphore && (info.Size != 3 || info.TTL <= 50*time.Second || info.Key != pool.Key()) {
+				t.Fatalf("semaphore entry %+v; want size 3, TTL about a minute, key %s", info, pool.Key())
 			}
 		}
 		if got := strings.Join(kinds, ","); got != "lock:pool,semaphore:pool,semaphore:pool" {
@@ -348,25 +449,30 @@ func TestSemaphoreSignalsStayBounded(t *testing.T) {
 		ctx := ctxT(t)
 		c := b.client()
 		const size = 5
-		var sems []*redislock.Semaphore
+		sem := mustSemaphore(t, c, "pool", size, redislock.WithSignalExpire(time.Minute))
+		var permits []*redislock.Permit
 		for range size {
-			s := mustSemaphore(t, c, "pool", size, redislock.WithSignalExpire(time.Minute))
-			if err := s.Acquire(ctx); err != nil {
+			p, err := sem.Acquire(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
-			sems = append(sems, s)
+			permits = append(permits, p)
 		}
-		signal := strings.Replace(sems[0].Key(), "-sem:", "-sem-signal:", 1)
-		for i, s := range sems[:3] {
-			if err := s.Release(ctx); err != nil {
+		signal := strings.Replace(sem.Key(), "-sem:", "-sem-signal:", 1)
+		for i, p := range permits[:3] {
+			if err := p.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if n := c.LLen(ctx, signal).Val(); n > int64(i+1) {
 				t.Fatalf("after %d releases the signal list holds %d", i+1, n)
 			}
 		}
-		if err := sems[0].Acquire(ctx); err != nil {
+		p, err := sem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
+		}
+		for _, p := range append(permits[3:], p) {
+			defer p.Release(ctx)
 		}
 		// 3 held now, 2 free: no more than 2 signals.
 		if n := c.LLen(ctx, signal).Val(); n > 2 {
@@ -382,21 +488,22 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
-		long := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
-		short := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))
-		if err := long.Acquire(ctx); err != nil {
+		longSem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
+		shortSem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))
+		long, err := longSem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := short.Acquire(ctx); err != nil {
+		short, err := shortSem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		<-short.Done() // its local deadline
 		time.Sleep(100 * time.Millisecond)
-		third := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))
-		if err := third.TryAcquire(ctx); err != nil {
+		if _, err := shortSem.TryAcquire(ctx); err != nil {
 			t.Fatalf("the short holder's permit was not freed at its expire: %v", err)
 		}
-		holders, _, err := long.Holders(ctx)
+		holders, _, err := longSem.Holders(ctx)
 		if err != nil || len(holders) != 2 {
 			t.Fatalf("holders %v, %v; want the long one and the third", holders, err)
 		}
@@ -421,10 +528,11 @@ func TestFamilyEventsSayTheirKind(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&lockedBuilder{b: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	obs := &kindObserver{}
 	sem := mustSemaphore(t, b.client(), "pool", 2, redislock.WithLogger(logger), redislock.WithObserver(&redislock.Observer{AcquireStart: obs.AcquireStart}))
-	if err := sem.Acquire(ctx); err != nil {
+	p, err := sem.Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	sem.Release(ctx)
+	p.Release(ctx)
 	rw := mustRWMutex(t, b.client(), "cfg", redislock.WithObserver(&redislock.Observer{AcquireStart: obs.AcquireStart}))
 	rw.RLock(ctx)
 	rw.RUnlock(ctx)
@@ -480,10 +588,11 @@ func TestSemaphoreGivebackAfterTheLastReleaseWakes(t *testing.T) {
 	ctx := ctxT(t)
 	c := s.Client()
 	sem := mustSemaphore(t, c, "pool", 2)
-	if err := sem.Acquire(ctx); err != nil {
+	p, err := sem.Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sem.Release(ctx); err != nil {
+	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	holders := sem.Key()

@@ -34,18 +34,22 @@ var familyCases = []familyCase{
 	}},
 	{"Semaphore, size 4", 4, func(c *redis.Client, name string) (worker, error) {
 		s, err := redislock.NewSemaphore(c, name, 4, redislock.WithExpire(benchTTL))
-		return semWorker{s, c}, err
+		return &semWorker{s: s, c: c}, err
 	}},
 }
 
 type semWorker struct {
 	s *redislock.Semaphore
+	p *redislock.Permit // the one held
 	c *redis.Client
 }
 
-func (w semWorker) lock(ctx context.Context) error   { return w.s.Acquire(ctx) }
-func (w semWorker) unlock(ctx context.Context) error { return w.s.Release(ctx) }
-func (w semWorker) close()                           { w.c.Close() }
+func (w *semWorker) lock(ctx context.Context) (err error) {
+	w.p, err = w.s.Acquire(ctx)
+	return err
+}
+func (w *semWorker) unlock(ctx context.Context) error { return w.p.Release(ctx) }
+func (w *semWorker) close()                           { w.c.Close() }
 
 // familyRun is one run of the family workload for one case.
 type familyRun struct {

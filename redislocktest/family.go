@@ -21,29 +21,31 @@ func (s *Server) dropHold(key, id string) {
 	}
 }
 
-// StealPermit makes another holder take s's permit, and returns it: a new
-// Semaphore of the same name and size, with opts (give it s's options, at
-// least redislock.WithKeyPrefix and redislock.WithFencing when s has them:
-// its fencing token is then above s's). s's permit is dropped first, so
-// the thief takes it even when the semaphore is full; s learns of the
-// loss as ForceLoss describes. Needs the server up.
-func (s *Server) StealPermit(sem *redislock.Semaphore, opts ...redislock.Option) *redislock.Semaphore {
+// StealPermit makes another holder take p, a permit of sem, and returns
+// the thief's permit, taken through a new Semaphore of the same name and
+// size with opts (give it sem's options, at least redislock.WithKeyPrefix
+// and redislock.WithFencing when sem has them: the thief's fencing token
+// is then above p's). p is dropped first, so the thief takes it even when
+// the semaphore is full; p learns of the loss as ForceLoss describes.
+// Needs the server up.
+func (s *Server) StealPermit(sem *redislock.Semaphore, p *redislock.Permit, opts ...redislock.Option) *redislock.Permit {
 	s.t.Helper()
 	thief, err := redislock.NewSemaphore(s.admin, sem.Name(), sem.Size(), opts...)
 	if err != nil {
 		s.t.Fatalf("redislocktest: StealPermit: %v", err)
 	}
-	if thief.Key() != sem.Key() {
-		s.t.Fatalf("redislocktest: StealPermit: the thief's key %q is not %q: give it the semaphore's WithKeyPrefix", thief.Key(), sem.Key())
+	if thief.Key() != p.Key() {
+		s.t.Fatalf("redislocktest: StealPermit: the thief's key %q is not %q: give it the semaphore's WithKeyPrefix", thief.Key(), p.Key())
 	}
-	s.dropHold(sem.Key(), sem.ID())
-	if err := thief.TryAcquire(context.Background()); err != nil {
+	s.dropHold(p.Key(), p.ID())
+	stolen, err := thief.TryAcquire(context.Background())
+	if err != nil {
 		s.t.Fatalf("redislocktest: StealPermit: %v", err)
 	}
-	if sem.Token() != 0 && thief.Token() <= sem.Token() {
-		s.t.Fatalf("redislocktest: StealPermit: the thief's fencing token %d is not above the holder's %d: give it redislock.WithFencing", thief.Token(), sem.Token())
+	if p.Token() != 0 && stolen.Token() <= p.Token() {
+		s.t.Fatalf("redislocktest: StealPermit: the thief's fencing token %d is not above the holder's %d: give it redislock.WithFencing", stolen.Token(), p.Token())
 	}
-	return thief
+	return stolen
 }
 
 // forceLossRW is ForceLoss of rw's current hold: a write hold is lost as

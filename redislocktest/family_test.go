@@ -30,24 +30,26 @@ func TestForceLossAndStealPermit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sem.Acquire(ctx); err != nil {
+		p, err := sem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		s.ForceLoss(sem, redislocktest.Expired)
-		waitClosed(t, sem.Done(), 3*time.Second)
-		if err := sem.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
+		s.ForceLoss(p, redislocktest.Expired)
+		waitClosed(t, p.Done(), 3*time.Second)
+		if err := p.Err(); !errors.Is(err, redislock.ErrLost) || !errors.Is(err, redislock.ErrExpired) {
 			t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
 		}
-		if err := sem.Acquire(ctx); err != nil {
+		p, err = sem.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		thief := s.StealPermit(sem, opts...)
+		thief := s.StealPermit(sem, p, opts...)
 		defer thief.Release(ctx)
-		waitClosed(t, sem.Done(), 3*time.Second)
-		if thief.Token() <= sem.Token() {
-			t.Fatalf("thief's token %d not above %d", thief.Token(), sem.Token())
+		waitClosed(t, p.Done(), 3*time.Second)
+		if thief.Token() <= p.Token() {
+			t.Fatalf("thief's token %d not above %d", thief.Token(), p.Token())
 		}
-		if holders, _, _ := thief.Holders(ctx); len(holders) != 1 || holders[0].ID != thief.ID() {
+		if holders, _, _ := sem.Holders(ctx); len(holders) != 1 || holders[0].ID != thief.ID() {
 			t.Fatalf("holders %v; want the thief alone", holders)
 		}
 	})

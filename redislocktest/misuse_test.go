@@ -96,9 +96,16 @@ func TestMisuseFailsTheTest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want("ForceLoss of a Semaphore that holds no permit", r.fails(func() { s.ForceLoss(sem, redislocktest.Expired) }), "ForceLoss")
-			want("ForceLoss of a permit as taken over", r.fails(func() { s.ForceLoss(sem, redislocktest.TakenOver) }), "a permit cannot be taken over")
-			want("ForceLoss of another type", r.fails(func() { s.ForceLoss(idleHolder{}, redislocktest.Expired) }), "want a *redislock.Lock, *redislock.Semaphore or *redislock.RWMutex")
+			released, err := sem.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := released.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want("ForceLoss of a released Permit", r.fails(func() { s.ForceLoss(released, redislocktest.Expired) }), "ForceLoss")
+			want("ForceLoss of a permit as taken over", r.fails(func() { s.ForceLoss(released, redislocktest.TakenOver) }), "a permit cannot be taken over")
+			want("ForceLoss of another type", r.fails(func() { s.ForceLoss(idleHolder{}, redislocktest.Expired) }), "want a *redislock.Lock, *redislock.Permit or *redislock.RWMutex")
 			want("Steal with another key prefix", r.fails(func() { s.Steal(l, redislock.WithKeyPrefix("other:")) }), "give it l's WithKeyPrefix")
 			if owner, err := l.OwnerID(ctx); err != nil || owner != l.ID() {
 				t.Fatalf("after the refused calls the key holds %q (%v), want the holder's id", owner, err)

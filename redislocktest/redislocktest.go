@@ -212,7 +212,7 @@ func (s *Server) mustHold(helper string, l *redislock.Lock) {
 	}
 }
 
-// ForceLoss makes h, a *redislock.Lock, *redislock.Semaphore or
+// ForceLoss makes h, a *redislock.Lock, *redislock.Permit or
 // *redislock.RWMutex, lose the hold it has as a real outage would:
 //   - a Lock's key, with Expired, is deleted; with TakenOver it is
 //     overwritten by another owner's id, which holds it for a minute (delete
@@ -220,7 +220,7 @@ func (s *Server) mustHold(helper string, l *redislock.Lock) {
 //     that can release);
 //   - an RWMutex's write hold is lost as a Lock's; its read hold is dropped
 //     from the readers (Expired only: a read hold cannot be taken over);
-//   - a Semaphore's permit is dropped from the holders (Expired only).
+//   - a Semaphore's Permit is dropped from the holders (Expired only).
 //
 // Nothing is changed in h: it learns of the loss as in production, at once
 // where its key is watched (a Lock's or a writer's, on a real server,
@@ -248,7 +248,7 @@ func (s *Server) ForceLoss(h interface {
 		if err := s.overwrite(h.Key(), reason == TakenOver, thiefID); err != nil {
 			s.t.Fatalf("redislocktest: ForceLoss: %v", err)
 		}
-	case *redislock.Semaphore:
+	case *redislock.Permit:
 		if reason != Expired {
 			s.t.Fatalf("redislocktest: ForceLoss: a permit cannot be taken over: use redislocktest.Expired")
 		}
@@ -256,7 +256,7 @@ func (s *Server) ForceLoss(h interface {
 	case *redislock.RWMutex:
 		s.forceLossRW(h, reason)
 	default:
-		s.t.Fatalf("redislocktest: ForceLoss of a %T: want a *redislock.Lock, *redislock.Semaphore or *redislock.RWMutex", h)
+		s.t.Fatalf("redislocktest: ForceLoss of a %T: want a *redislock.Lock, *redislock.Permit or *redislock.RWMutex", h)
 	}
 }
 

@@ -52,6 +52,27 @@ func (w rwWriter) Acquire(ctx context.Context) error    { return w.Lock(ctx) }
 func (w rwWriter) TryAcquire(ctx context.Context) error { return w.TryLock(ctx) }
 func (w rwWriter) Release(ctx context.Context) error    { return w.Unlock(ctx) }
 
+// semHolder holds one permit of a Semaphore, as run holds it: Done and Err
+// are the permit's once Acquire or TryAcquire returned one.
+type semHolder struct {
+	*redislock.Semaphore
+	p *redislock.Permit
+}
+
+func (s *semHolder) Acquire(ctx context.Context) (err error) {
+	s.p, err = s.Semaphore.Acquire(ctx)
+	return err
+}
+
+func (s *semHolder) TryAcquire(ctx context.Context) (err error) {
+	s.p, err = s.Semaphore.TryAcquire(ctx)
+	return err
+}
+
+func (s *semHolder) Release(ctx context.Context) error { return s.p.Release(ctx) }
+func (s *semHolder) Done() <-chan struct{}             { return s.p.Done() }
+func (s *semHolder) Err() error                        { return s.p.Err() }
+
 // holdable is what run holds: a Lock, a Semaphore's permit, or a side of
 // an RWMutex.
 type holdable interface {
@@ -199,7 +220,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail(stderr, "run", exitUsage, err)
 		}
-		lock, busy = sem, func(context.Context) string {
+		lock, busy = &semHolder{Semaphore: sem}, func(context.Context) string {
 			return fmt.Sprintf("semaphore %q is busy (all %d permits held)", name, f.semaphore)
 		}
 	default:

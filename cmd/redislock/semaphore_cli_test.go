@@ -112,10 +112,11 @@ func TestRunSemaphoreBusyAndStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.Acquire(ctx); err != nil {
+		p, err := h.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, h.ID())
+		ids = append(ids, p.ID())
 	}
 	code, errOut := exitOf(t, cliCmd(t, "run", "-n", "--semaphore", "2", "--redis", url, "pool", "--", "true"))
 	if code != exitBusy || !strings.Contains(errOut, "all 2 permits held") {
