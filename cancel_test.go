@@ -327,7 +327,7 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 				if err := holder.Lock(ctx); err != nil {
 					t.Fatal(err)
 				}
-				quitter := mustRWMutex(t, c, "cfg")
+				quitter := mustRWMutex(t, c, "cfg", redislock.WithID("quitter")) // the id of its abandoned read permit too
 				go func() {
 					if kind == "reader" {
 						q <- quitter.RLock(qctx)
@@ -730,7 +730,7 @@ func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
 	}
 	c, open := gateWake(t, s)
 	defer open()
-	quitter := mustRWMutex(t, c, "cfg")
+	quitter := mustRWMutex(t, c, "cfg", redislock.WithID("quitter")) // its abandoned read permit's id
 	qctx, cancel := context.WithCancel(ctx)
 	q := make(chan error, 1)
 	go func() { q <- quitter.RLock(qctx) }()

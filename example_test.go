@@ -409,27 +409,35 @@ func ExampleSemaphore_TryAcquire() {
 	// size 1 held by the permit: true
 }
 
-// Many readers of a config at once, one writer migrating it.
+// Many readers of a config at once, one writer migrating it: one RWMutex
+// per process, shared by its goroutines as a sync.RWMutex.
 func ExampleRWMutex() {
 	client, closeAll := newExampleClient()
 	defer closeAll()
 	ctx := context.Background()
 
-	reader1, _ := redislock.NewRWMutex(client, "config")
-	reader2, _ := redislock.NewRWMutex(client, "config")
-	writer, _ := redislock.NewRWMutex(client, "config")
-
-	reader1.RLock(ctx)
-	reader2.RLock(ctx)
-	fmt.Println("writer while two read:", writer.TryLock(ctx) != nil)
-	reader1.RUnlock(ctx)
-	reader2.RUnlock(ctx)
-
-	if err := writer.Lock(ctx); err != nil {
+	config, err := redislock.NewRWMutex(client, "config")
+	if err != nil {
 		panic(err)
 	}
-	fmt.Println("reader while one writes:", reader1.TryRLock(ctx) != nil)
-	writer.Unlock(ctx)
+	r1, err := config.RLock(ctx) // a read permit each
+	if err != nil {
+		panic(err)
+	}
+	r2, err := config.RLock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("writer while two read:", config.TryLock(ctx) != nil)
+	r1.Release(ctx)
+	r2.Release(ctx)
+
+	if err := config.Lock(ctx); err != nil {
+		panic(err)
+	}
+	_, err = config.TryRLock(ctx)
+	fmt.Println("reader while one writes:", err != nil)
+	config.Unlock(ctx)
 	// Output:
 	// writer while two read: true
 	// reader while one writes: true

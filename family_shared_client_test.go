@@ -35,7 +35,7 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 		at    = map[string]time.Time{}
 		wg    sync.WaitGroup
 	)
-	enter := func(who string, rw *redislock.RWMutex, write bool) {
+	enter := func(who string, rw *rwParticipant, write bool) {
 		defer wg.Done()
 		var err error
 		if write {

@@ -138,17 +138,17 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 
 // runQueued is run after this Lock's local turn (see Lock): the turn is
 // given back when the acquire fails, or by the Release of its hold.
-func (l *Lock) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error) {
+func (l *core) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	select {
 	case l.turn <- struct{}{}:
 	default:
 		if !blocking {
-			return nil, l.wrap(fmt.Errorf("%w: held by another goroutine through this Lock", ErrLocked))
+			return nil, l.wrap(fmt.Errorf("%w: held by another goroutine of this process through the same value", ErrLocked))
 		}
 		select {
 		case l.turn <- struct{}{}:
 		case <-ctx.Done():
-			return nil, l.wrap(fmt.Errorf("%w: waited behind another goroutine's hold of this Lock: %w", ErrLocked, ctx.Err()))
+			return nil, l.wrap(fmt.Errorf("%w: waited behind another goroutine's hold through the same value: %w", ErrLocked, ctx.Err()))
 		}
 	}
 	defer func() {
@@ -165,9 +165,8 @@ func (l *Lock) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error)
 }
 
 // run moves the local state to acquiring, acquires, and starts the hold,
-// which it returns. A hold that was lost counts as over: a Semaphore or an
-// RWMutex participant may acquire again without a Release first (a Lock's
-// Acquire waits for its local turn, which that Release gives back).
+// which it returns. A hold that was lost counts as over (a Lock's Acquire
+// waits for its local turn, which that hold's Release gives back).
 func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	l.mu.Lock()
 	prev := l.hold

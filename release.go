@@ -42,7 +42,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // Lock's turn and returns what gives it back, for a caller that retries
 // the release under it (Locker's Unlock): no Acquire of this Lock may
 // start before the key is freed.
-func (l *Lock) releaseTurn(ctx context.Context, keep bool) (error, func()) {
+func (l *core) releaseTurn(ctx context.Context, keep bool) (error, func()) {
 	select {
 	case l.turn <- struct{}{}:
 		// Nothing is held or being acquired through this Lock: a release

@@ -17,11 +17,12 @@ import (
 // sync.RWMutex: any number of readers, or one writer, at a time, across
 // every process that uses the same Redis and key prefix.
 //
-// An RWMutex value is one participant: it holds the mutex for reading or
-// for writing, one hold at a time (Lock or RLock while it holds returns
-// ErrAlreadyAcquired); goroutines that each need a hold use an RWMutex
-// each for the same name, or share one through Locker and RLocker, which
-// take turns locally.
+// An RWMutex is shared by goroutines as a sync.RWMutex is: they read
+// together and write alone. RLock returns a read Permit of its own (with
+// its own owner id, expiry, renewal and loss; its Release is the
+// RUnlock), so that readers of one process hold side by side; Lock takes
+// the write hold, which the value holds once at a time, as a Lock does
+// (Done, Err, Extend and Token are the write hold's).
 //
 // Writers are preferred as in sync.RWMutex: once a writer waits, new
 // readers wait too; the readers that were waiting when a writer releases
@@ -31,24 +32,18 @@ import (
 // that lets them in, or by the expiry of what holds them up.
 //
 // Each reader's hold has its own expiry on the Redis server's clock (a
-// sorted set of readers, as a semaphore's holders), renewed with
-// WithAutoRenewal on its own: a reader that crashed holds writers up only
-// until its own expire. The writer's hold is a key holding its id, as the
-// Lock's.
-//
-// It runs on the same machinery as the Lock (waiting, local queue, holds
-// with Done/Err and the local deadline, renewal and loss, giveback after
-// a lost reply, fencing, replica acknowledgement); its keys are its own,
-// all hash-tagged with the name (one cluster slot).
+// sorted set of readers, as a semaphore's holders): a reader that crashed
+// holds writers up only until its own expire. The writer's hold is a key
+// holding its id, as the Lock's. Its keys are its own, all hash-tagged
+// with the name (one cluster slot).
 type RWMutex struct {
 	w core // first: the writer's cleanup (see run) is attached to the RWMutex's address
-	r core
+	r core // the readers' side: what each read permit's core is made of (see RLock)
 
-	// mu guards the fields below; a side's mu may be taken under it,
-	// never the other way round.
-	mu   sync.Mutex
-	busy *core // the side claimed by a call under way or a hold; nil: none
-	last *core // the side of the current or last hold; nil before the first
+	cfg   config
+	rt    time.Duration
+	fence string
+	reg   []any
 }
 
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
@@ -57,7 +52,9 @@ type RWMutex struct {
 // options are the Lock's but for WithHashTag (the keys are always tagged),
 // which is refused with an error matching ErrInvalidArgument; WithTracking
 // applies to the writer's hold only (a reader learns of a loss at its
-// renewal or local deadline).
+// renewal or local deadline). With WithID the writer and every reader
+// hold under that id, so that one reader holds at a time (another RLock
+// returns ErrAlreadyAcquired).
 func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWMutex, error) {
 	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, "WithHashTag")
 	if err != nil {
@@ -72,7 +69,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	reg := []any{strconv.FormatInt((maxSliceFor(rt, c.expire, c.ack) + time.Second).Milliseconds(), 10)}
 	// Each side's keys start with its own key and its own signal list.
 	w, sw, r, q, sr, wr, a := keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-	rw := &RWMutex{}
+	rw := &RWMutex{cfg: c, rt: rt, fence: fence, reg: reg}
 	rw.w.init(client, name, rwWriteProtocol{}, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
 	// A waiting reader registers by its local queue's token, the last
 	// ARGV of its tries (see core.prepared, internal/wire/lua/rw_racquire.lua).
@@ -81,7 +78,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	// how long the readers admitted at a writer's release hold writers
 	// back: as long as a waiting registration lasts.
 	rw.w.turnMS, rw.r.turnMS = reg[0].(string), reg[0].(string)
-	rw.r.turn = rw.w.turn // one participant: Locker and RLocker take turns together
+	rw.w.queued = true // goroutines take turns at the write hold, as at a Lock's
 	return rw, nil
 }
 
@@ -159,8 +156,9 @@ func (rwReadProtocol) registration() registration {
 // Name returns the RWMutex's name.
 func (rw *RWMutex) Name() string { return rw.w.name }
 
-// ID returns the owner id this participant holds under (its writer's; a
-// random id changes as Lock.ID's does, for each side on its own).
+// ID returns the owner id of the write hold: a random one, which changes
+// as Lock.ID's does, or the one given with WithID. Each read Permit has
+// its own (Permit.ID).
 func (rw *RWMutex) ID() string { return rw.w.ownerID() }
 
 // Key returns the writer key: it holds the writer's id while one holds.
@@ -170,145 +168,88 @@ func (rw *RWMutex) Key() string { return rw.w.keys[0] }
 // each scored by its expiry in milliseconds of the server's clock.
 func (rw *RWMutex) ReadersKey() string { return rw.r.keys[0] }
 
-// claim reserves side c of the participant for a call, or returns
-// ErrAlreadyAcquired when the other side holds or is under way. A side
-// whose hold was lost (ended without Unlock) no longer counts.
-func (rw *RWMutex) claim(c *core) error {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if b := rw.busy; b != nil && b != c {
-		b.mu.Lock()
-		lost := b.state == stateHeld && b.hold.Ended()
-		b.mu.Unlock()
-		if !lost {
-			return c.wrap(ErrAlreadyAcquired)
-		}
-	}
-	rw.busy = c
-	return nil
-}
-
-// unclaim gives up the claim of side c, if it still has it.
-func (rw *RWMutex) unclaim(c *core) {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.busy == c {
-		rw.busy = nil
-	}
-}
-
-// take acquires side c, blocking or not, and starts its hold.
-func (rw *RWMutex) take(ctx context.Context, c *core, blocking bool) (*hold.Hold, error) {
-	if err := rw.claim(c); err != nil {
-		return nil, err
-	}
-	h, err := c.run(ctx, blocking)
-	rw.mu.Lock()
-	if err == nil {
-		rw.last = c
-	} else if rw.busy == c {
-		c.mu.Lock()
-		// Not when c holds (an earlier hold still on) or another call on
-		// c is under way (this one was refused with ErrAlreadyAcquired).
-		idle := c.state == stateIdle
-		c.mu.Unlock()
-		if idle {
-			rw.busy = nil
-		}
-	}
-	rw.mu.Unlock()
-	return h, err
-}
-
-// give releases side c.
-func (rw *RWMutex) give(ctx context.Context, c *core) error {
-	err := c.release(ctx, nil)
-	c.mu.Lock()
-	idle := c.state == stateIdle
-	c.mu.Unlock()
-	if idle {
-		rw.unclaim(c)
-	}
-	return err
-}
-
 // Lock takes the mutex for writing, waiting as long as ctx allows while
 // readers or another writer hold it; while it waits, new readers wait too.
-// Its errors are Lock.Acquire's: when ctx ends the error matches ErrLocked
-// and ctx's error; ErrAlreadyAcquired, with nothing sent, when this
-// participant holds (for reading or writing) or is acquiring.
+// Goroutines that share rw take turns at the write hold as at a Lock's
+// (see Lock). Its errors are Lock.Acquire's.
 func (rw *RWMutex) Lock(ctx context.Context) error {
-	_, err := rw.take(ctx, &rw.w, true)
+	_, err := rw.w.runQueued(ctx, true)
 	return err
 }
 
 // TryLock takes the mutex for writing if nobody holds it and no reader
 // admitted after the last writer is still to come in, in one round trip;
-// else it returns ErrLocked.
+// else it returns ErrLocked, as it does at once while another goroutine
+// holds or takes the write hold through rw.
 func (rw *RWMutex) TryLock(ctx context.Context) error {
-	_, err := rw.take(ctx, &rw.w, false)
+	_, err := rw.w.runQueued(ctx, false)
 	return err
 }
 
 // Unlock releases the write hold and lets in the readers that were
 // waiting, or else wakes one writer. It returns ErrNotAcquired, changing
-// nothing, when the writer key no longer holds this participant's id.
-func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.give(ctx, &rw.w) }
+// nothing, when the writer key no longer holds the write hold's id (the
+// hold was lost: the next Lock may then go ahead).
+func (rw *RWMutex) Unlock(ctx context.Context) error {
+	err, _ := rw.w.releaseTurn(ctx, false)
+	return err
+}
 
 // RLock takes the mutex for reading, waiting as long as ctx allows while a
 // writer holds it or waits for it (unless this reader was waiting when the
-// last writer released: it then comes in before the next writer). Its
-// errors are Lock.Acquire's.
-func (rw *RWMutex) RLock(ctx context.Context) error {
-	_, err := rw.take(ctx, &rw.r, true)
-	return err
+// last writer released: it then comes in before the next writer), and
+// returns the read Permit: its Release is the RUnlock. Its errors are
+// Lock.Acquire's; the Permit is nil with an error.
+func (rw *RWMutex) RLock(ctx context.Context) (*Permit, error) {
+	p, _, err := rw.reader(ctx, true)
+	return p, err
 }
 
 // TryRLock takes the mutex for reading if no writer holds it or waits for
 // it, in one round trip; else it returns ErrLocked.
-func (rw *RWMutex) TryRLock(ctx context.Context) error {
-	_, err := rw.take(ctx, &rw.r, false)
-	return err
+func (rw *RWMutex) TryRLock(ctx context.Context) (*Permit, error) {
+	p, _, err := rw.reader(ctx, false)
+	return p, err
 }
 
-// RUnlock releases this participant's read hold; the last reader out
-// wakes a waiting writer. It returns ErrNotAcquired, changing nothing,
-// when the read hold expired or was reset.
-func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.give(ctx, &rw.r) }
-
-// current returns the side of the current or last hold, or the writer's
-// before the first.
-func (rw *RWMutex) current() *core {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.last == nil {
-		return &rw.w
+// reader acquires a new read permit, and returns it with its hold.
+func (rw *RWMutex) reader(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
+	c := rw.cfg
+	if !c.idGiven {
+		c.id = newOwnerID() // each reader holds under an id of its own
 	}
-	return rw.last
+	p := &Permit{}
+	p.core.init(rw.r.client, rw.r.name, rwReadProtocol{}, c, rw.rt, rw.r.keys, rw.fence, rw.reg)
+	p.turnMS = rw.r.turnMS
+	p.cleanups, p.abandons = rw.r.cleanups, rw.r.abandons // rw's Settle waits for them
+	h, err := p.run(ctx, blocking)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, h, nil
 }
 
-// Done returns a channel closed when the current hold, read or write,
-// ends, as Lock.Done; a closed channel before the first.
-func (rw *RWMutex) Done() <-chan struct{} { return rw.current().done() }
+// Done returns a channel closed when the write hold ends, as Lock.Done; a
+// closed channel before the first. A read Permit has its own.
+func (rw *RWMutex) Done() <-chan struct{} { return rw.w.done() }
 
-// Err returns nil while the current hold lasts and why it ended after, as
+// Err returns nil while the write hold lasts and why it ended after, as
 // Lock.Err; ErrNotAcquired before the first.
-func (rw *RWMutex) Err() error { return rw.current().holdErr() }
+func (rw *RWMutex) Err() error { return rw.w.holdErr() }
 
-// Token returns the fencing token of the current or last hold with
+// Token returns the fencing token of the current or last write hold with
 // WithFencing: reads and writes draw from one sequence, so a write's token
 // is above every earlier read's and write's. 0 without WithFencing.
-func (rw *RWMutex) Token() int64 { return rw.current().token() }
+func (rw *RWMutex) Token() int64 { return rw.w.token() }
 
-// Extend sets the current hold, read or write, to expire d from now (0:
-// the RWMutex's expire), as Lock.Extend does for the writer and
-// Semaphore.Extend for a reader.
+// Extend sets the write hold to expire d from now (0: the RWMutex's
+// expire), as Lock.Extend does.
 func (rw *RWMutex) Extend(ctx context.Context, d time.Duration) error {
-	return rw.current().extend(ctx, d)
+	return rw.w.extend(ctx, d)
 }
 
-// Settle waits, as long as ctx allows, for the work both sides still run
-// in the background (see Lock.Settle).
+// Settle waits, as long as ctx allows, for the work the writer and the
+// read permits still run in the background (see Lock.Settle).
 func (rw *RWMutex) Settle(ctx context.Context) error {
 	if err := rw.w.settle(ctx); err != nil {
 		return err
@@ -320,40 +261,27 @@ func (rw *RWMutex) Settle(ctx context.Context) error {
 // and releases it, even if fn panics; fn's context is cancelled with a
 // cause matching ErrLost if the hold is lost. Its results are Lock.Do's.
 func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	return rw.do(ctx, &rw.w, fn)
-}
-
-// RDo is Do for reading.
-func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error) error {
-	return rw.do(ctx, &rw.r, fn)
-}
-
-func (rw *RWMutex) do(ctx context.Context, c *core, fn func(ctx context.Context) error) error {
-	h, err := rw.take(ctx, c, true)
+	h, err := rw.w.runQueued(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c.mu.Lock()
-		idle := c.state == stateIdle
-		c.mu.Unlock()
-		if idle {
-			rw.unclaim(c)
-		}
-	}()
-	return c.runHeld(ctx, h, fn)
+	defer rw.w.giveTurn(h)
+	return rw.w.runHeld(ctx, h, fn)
+}
+
+// RDo is Do for reading, on a read permit of its own.
+func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	p, h, err := rw.reader(ctx, true)
+	if err != nil {
+		return err
+	}
+	return p.runHeld(ctx, h, fn)
 }
 
 // Locker returns a sync.Locker whose Lock and Unlock take and release the
 // mutex for writing, as Lock.Locker does for a Lock (no deadline, Redis
 // errors retried, a panic on an Unlock of a hold that is gone).
 func (rw *RWMutex) Locker() sync.Locker {
-	return locker{c: &rw.w, acquire: rw.Lock, release: rw.Unlock, err: rw.Err}
-}
-
-// RLocker returns a sync.Locker whose Lock and Unlock take and release the
-// mutex for reading, as sync.RWMutex.RLocker does. It takes turns with
-// Locker's: one participant holds one hold at a time.
-func (rw *RWMutex) RLocker() sync.Locker {
-	return locker{c: &rw.r, acquire: rw.RLock, release: rw.RUnlock, err: rw.Err}
+	first := func(ctx context.Context) (error, func()) { return rw.w.releaseTurn(ctx, true) }
+	return locker{c: &rw.w, acquire: rw.Lock, release: rw.Unlock, firstRelease: first, err: rw.Err}
 }

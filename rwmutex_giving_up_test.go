@@ -20,7 +20,7 @@ import (
 // behindWriter starts a server where W1 (on a client of its own) holds the
 // RWMutex "cfg" for writing, and returns it with a client to that server
 // through a proxy adding latency, for readers to share.
-func behindWriter(t *testing.T, ctx context.Context, latency time.Duration) (*redistest.Server, *redis.Client, *redislock.RWMutex) {
+func behindWriter(t *testing.T, ctx context.Context, latency time.Duration) (*redistest.Server, *redis.Client, *rwParticipant) {
 	t.Helper()
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
@@ -34,13 +34,13 @@ func behindWriter(t *testing.T, ctx context.Context, latency time.Duration) (*re
 }
 
 // waitInfo polls rw's Info until ok accepts it, failing t after 3 s.
-func waitInfo(t *testing.T, ctx context.Context, rw *redislock.RWMutex, what string, ok func(redislock.RWInfo) bool) {
+func waitInfo(t *testing.T, ctx context.Context, rw *rwParticipant, what string, ok func(redislock.RWInfo) bool) {
 	t.Helper()
 	waitInfoWithin(t, ctx, rw, 3*time.Second, what, ok)
 }
 
 // waitInfoWithin is waitInfo failing after d.
-func waitInfoWithin(t *testing.T, ctx context.Context, rw *redislock.RWMutex, d time.Duration, what string, ok func(redislock.RWInfo) bool) {
+func waitInfoWithin(t *testing.T, ctx context.Context, rw *rwParticipant, d time.Duration, what string, ok func(redislock.RWInfo) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); ; {
 		info, err := rw.Info(ctx)
@@ -116,7 +116,7 @@ func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 			_, shared, w1 := behindWriter(t, ctx, latency)
 			for round := range 8 {
 				var wg sync.WaitGroup
-				var readers []*redislock.RWMutex
+				var readers []*rwParticipant
 				for i := range 2 {
 					r := mustRWMutex(t, shared, "cfg")
 					readers = append(readers, r)
@@ -145,11 +145,11 @@ func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
 	for _, side := range []struct {
 		name      string
-		try, wait func(rw *redislock.RWMutex, ctx context.Context) error
+		try, wait func(rw *rwParticipant, ctx context.Context) error
 		waiting   func(redislock.RWInfo) int
 	}{
-		{"reader", (*redislock.RWMutex).TryRLock, (*redislock.RWMutex).RLock, func(i redislock.RWInfo) int { return i.WaitingReaders }},
-		{"writer", (*redislock.RWMutex).TryLock, (*redislock.RWMutex).Lock, func(i redislock.RWInfo) int { return i.WaitingWriters }},
+		{"reader", (*rwParticipant).TryRLock, (*rwParticipant).RLock, func(i redislock.RWInfo) int { return i.WaitingReaders }},
+		{"writer", (*rwParticipant).TryLock, (*rwParticipant).Lock, func(i redislock.RWInfo) int { return i.WaitingWriters }},
 	} {
 		t.Run(side.name, func(t *testing.T) {
 			s := redistest.Start(t)

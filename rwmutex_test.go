@@ -18,27 +18,122 @@ import (
 )
 
 // mustRWMutex is redislock.NewRWMutex that fails the test on error.
-func mustRWMutex(t testing.TB, c redis.UniversalClient, name string, opts ...redislock.Option) *redislock.RWMutex {
+func mustRWMutex(t testing.TB, c redis.UniversalClient, name string, opts ...redislock.Option) *rwParticipant {
 	t.Helper()
 	rw, err := redislock.NewRWMutex(c, name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pt := &rwParticipant{RWMutex: rw}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		// A hold the test left ends with it (its renewal would outlive
 		// the test), before its server stops.
 		select {
-		case <-rw.Done():
+		case <-pt.Done():
 		default:
-			if rw.Unlock(ctx) != nil {
-				rw.RUnlock(ctx)
+			if pt.Unlock(ctx) != nil {
+				pt.RUnlock(ctx)
 			}
 		}
 		rw.Settle(ctx)
 	})
-	return rw
+	return pt
+}
+
+// rwParticipant is one participant of an RWMutex as most of its tests use
+// one, a process's reader or writer: RLock keeps the read Permit that
+// RUnlock releases, and Done, Err, Token, Extend and ID are those of the
+// last hold it took, the read permit's after an RLock.
+type rwParticipant struct {
+	*redislock.RWMutex
+	mu      sync.Mutex
+	p       *redislock.Permit // the last read permit
+	reading bool              // the last hold taken was a read
+}
+
+func (r *rwParticipant) RLock(ctx context.Context) error { return r.read(r.RWMutex.RLock(ctx)) }
+func (r *rwParticipant) TryRLock(ctx context.Context) error {
+	return r.read(r.RWMutex.TryRLock(ctx))
+}
+
+func (r *rwParticipant) read(p *redislock.Permit, err error) error {
+	if err == nil {
+		r.mu.Lock()
+		r.p, r.reading = p, true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *rwParticipant) Lock(ctx context.Context) error { return r.write(r.RWMutex.Lock(ctx)) }
+func (r *rwParticipant) TryLock(ctx context.Context) error {
+	return r.write(r.RWMutex.TryLock(ctx))
+}
+
+func (r *rwParticipant) write(err error) error {
+	if err == nil {
+		r.mu.Lock()
+		r.reading = false
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *rwParticipant) RUnlock(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.p
+	r.mu.Unlock()
+	if p == nil {
+		return redislock.ErrNotAcquired
+	}
+	return p.Release(ctx)
+}
+
+// last returns the read permit when the last hold taken was a read.
+func (r *rwParticipant) last() *redislock.Permit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reading {
+		return r.p
+	}
+	return nil
+}
+
+func (r *rwParticipant) Done() <-chan struct{} {
+	if p := r.last(); p != nil {
+		return p.Done()
+	}
+	return r.RWMutex.Done()
+}
+
+func (r *rwParticipant) Err() error {
+	if p := r.last(); p != nil {
+		return p.Err()
+	}
+	return r.RWMutex.Err()
+}
+
+func (r *rwParticipant) Token() int64 {
+	if p := r.last(); p != nil {
+		return p.Token()
+	}
+	return r.RWMutex.Token()
+}
+
+func (r *rwParticipant) ID() string {
+	if p := r.last(); p != nil {
+		return p.ID()
+	}
+	return r.RWMutex.ID()
+}
+
+func (r *rwParticipant) Extend(ctx context.Context, d time.Duration) error {
+	if p := r.last(); p != nil {
+		return p.Extend(ctx, d)
+	}
+	return r.RWMutex.Extend(ctx, d)
 }
 
 // Readers share, a writer excludes; one participant holds one hold at a
@@ -58,8 +153,8 @@ func TestRWMutexBasics(t *testing.T) {
 		if err := w.TryLock(ctx); !errors.Is(err, redislock.ErrLocked) {
 			t.Fatalf("TryLock with readers in = %v; want ErrLocked", err)
 		}
-		if err := r1.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-			t.Fatalf("TryLock by a participant that reads = %v; want ErrAlreadyAcquired", err)
+		if err := r1.TryLock(ctx); !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("TryLock on the RWMutex a goroutine reads through = %v; want ErrLocked, as sync.RWMutex.TryLock is false", err)
 		}
 		// A TryLock that failed registers nothing: readers still come in.
 		info, err := w.Info(ctx)
@@ -89,7 +184,7 @@ func TestRWMutexBasics(t *testing.T) {
 		if err := r3.TryRLock(ctx); !errors.Is(err, redislock.ErrLocked) {
 			t.Fatalf("TryRLock while a writer waits = %v; want ErrLocked", err)
 		}
-		for _, r := range []*redislock.RWMutex{r1, r2} {
+		for _, r := range []*rwParticipant{r1, r2} {
 			if err := r.RUnlock(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +309,7 @@ func TestRWMutexExcludes(t *testing.T) {
 			probe := rwProbe{s.Client(), []string{"probe:r", "probe:w"}}
 
 			// Eight readers at once.
-			var readers []*redislock.RWMutex
+			var readers []*rwParticipant
 			for range 8 {
 				r := mustRWMutex(t, s.Client(), "cfg")
 				if err := r.RLock(ctx); err != nil {
@@ -378,7 +473,7 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 			entries []entry
 			wg      sync.WaitGroup
 		)
-		enter := func(who string, rw *redislock.RWMutex, write bool) {
+		enter := func(who string, rw *rwParticipant, write bool) {
 			defer wg.Done()
 			var err error
 			if write {
@@ -483,7 +578,7 @@ func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
 		long := mustRWMutex(t, c, "cfg", redislock.WithExpire(10*time.Second))
 		short := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond))
 		renewed := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
-		for _, r := range []*redislock.RWMutex{long, short, renewed} {
+		for _, r := range []*rwParticipant{long, short, renewed} {
 			if err := r.RLock(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -512,21 +607,25 @@ func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
 	})
 }
 
-// Locker and RLocker are sync.Lockers; a participant's RLocker and Locker
-// take turns.
+// Locker is a sync.Locker on the write hold: it waits for a reader of
+// the same RWMutex, as sync.RWMutex's Lock waits for its RLock's.
 func TestRWMutexLockers(t *testing.T) {
 	b := miniBackend(t)
 	rw := mustRWMutex(t, b.client(), "cfg")
-	var l, rl sync.Locker = rw.Locker(), rw.RLocker()
-	rl.Lock()
+	l := rw.Locker()
+	if err := rw.RLock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { l.Lock(); close(done) }()
 	select {
 	case <-done:
-		t.Fatal("Locker's Lock went in while the same participant's RLocker held")
+		t.Fatal("Locker's Lock went in while a reader of the same RWMutex held")
 	case <-time.After(100 * time.Millisecond):
 	}
-	rl.Unlock()
+	if err := rw.RUnlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	<-done
 	other := mustRWMutex(t, b.client(), "cfg")
 	if err := other.TryRLock(ctxT(t)); !errors.Is(err, redislock.ErrLocked) {
@@ -584,42 +683,88 @@ func TestRWMutexReset(t *testing.T) {
 	})
 }
 
-// One participant, many goroutines: while one RLock of a value is under
-// way (waiting behind a writer), a second RLock of it is refused, and so
-// is a Lock of it, until the first is done.
-func TestRWMutexOneParticipant(t *testing.T) {
-	b := miniBackend(t)
-	ctx := ctxT(t)
-	w := mustRWMutex(t, b.client(), "cfg")
-	if err := w.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rw := mustRWMutex(t, b.client(), "cfg")
-	got := make(chan error, 1)
-	go func() { got <- rw.RLock(ctx) }() // waits behind the writer
-	time.Sleep(50 * time.Millisecond)
-	if err := rw.TryRLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-		t.Fatalf("a second RLock of one value = %v; want ErrAlreadyAcquired", err)
-	}
-	if err := rw.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-		t.Fatalf("Lock of a value whose RLock is under way = %v; want ErrAlreadyAcquired (the refused RLock must not drop the claim)", err)
-	}
-	if err := w.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.TryLock(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
-		t.Fatalf("Lock of a value that reads = %v; want ErrAlreadyAcquired", err)
-	}
-	if err := rw.RUnlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.TryLock(ctx); err != nil {
-		t.Fatalf("Lock after RUnlock: %v", err)
-	}
-	rw.Unlock(ctx)
+// One RWMutex shared by goroutines, as a sync.RWMutex: they read
+// together (a read Permit each) and write alone; a writer waits for the
+// readers, and for the writer before it, of its own process too; never
+// a reader and a writer, or two writers, inside at once.
+func TestRWMutexSharedByGoroutines(t *testing.T) {
+	onBoth(t, func(t *testing.T, b *backend) {
+		ctx := ctxT(t)
+		rw, err := redislock.NewRWMutex(b.client(), "cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu                     sync.Mutex
+			readers, writers, most int
+			bad                    string
+			reads, writes          atomic.Int32
+			wg                     sync.WaitGroup
+		)
+		enter := func(write bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if write {
+				writers++
+			} else {
+				readers++
+			}
+			most = max(most, readers)
+			if writers > 1 || writers == 1 && readers > 0 {
+				bad = fmt.Sprintf("%d writers and %d readers inside at once", writers, readers)
+			}
+		}
+		leave := func(write bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if write {
+				writers--
+			} else {
+				readers--
+			}
+		}
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				write := i < 2
+				for range 5 {
+					var (
+						p   *redislock.Permit
+						err error
+					)
+					if write {
+						err = rw.Lock(ctx)
+					} else {
+						p, err = rw.RLock(ctx)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					enter(write)
+					time.Sleep(2 * time.Millisecond)
+					leave(write)
+					if write {
+						err = rw.Unlock(ctx)
+						writes.Add(1)
+					} else {
+						err = p.Release(ctx)
+						reads.Add(1)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if bad != "" || reads.Load() != 20 || writes.Load() != 10 || most < 2 {
+			t.Fatalf("%s; %d of 20 reads and %d of 10 writes done, at most %d readers at once; want no overlap, all done, readers together",
+				bad, reads.Load(), writes.Load(), most)
+		}
+	})
 }
 
 // Readers that share a client take turns in one local queue, which waits
@@ -657,7 +802,7 @@ func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
 		}
 	}
 	p.SetLatency(0)
-	for _, r := range []*redislock.RWMutex{r1, r2} {
+	for _, r := range []*rwParticipant{r1, r2} {
 		if err := r.RUnlock(ctx); err != nil {
 			t.Fatalf("RUnlock() = %v", err)
 		}

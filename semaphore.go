@@ -177,15 +177,18 @@ func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) erro
 // permits still run in the background, as Lock.Settle does.
 func (s *Semaphore) Settle(ctx context.Context) error { return s.settle(ctx) }
 
-// A Permit is one hold of a Semaphore's permit, from the Acquire that
-// returned it until its Release or its loss. It is safe for use by
-// several goroutines; it holds once, and is not acquired again.
+// A Permit is one shared hold: a Semaphore's permit, or an RWMutex's
+// read hold, from the call that returned it until its Release or its
+// loss. Each has its own owner id, expiry, renewal and loss. It is safe
+// for use by several goroutines; it holds once, and is not acquired
+// again.
 type Permit struct {
 	core // first: a Permit dropped while held is abandoned (see take)
 }
 
 // Release gives the permit back and wakes one waiter for it (and one for
-// each permit that expired meanwhile). It returns ErrNotAcquired,
+// each permit that expired meanwhile); a read permit's Release is the
+// RUnlock: the last reader out wakes a waiting writer. It returns ErrNotAcquired,
 // changing nothing, when the permit is no longer held under its id: it
 // expired on the server's clock, was reset, or was released before. A
 // release whose reply was lost is judged as Lock.Release judges one. Then
@@ -210,14 +213,16 @@ func (p *Permit) Done() <-chan struct{} { return p.done() }
 func (p *Permit) Err() error { return p.holdErr() }
 
 // Token returns the permit's fencing token with WithFencing: larger than
-// every earlier grant of a permit of this semaphore; 0 without it.
+// every earlier grant of a permit of this semaphore (of a hold of this
+// RWMutex, read or write); 0 without it.
 func (p *Permit) Token() int64 { return p.token() }
 
 // ID returns the owner id the permit is held under, as Holders lists it:
 // a random one, or the one given with WithID.
 func (p *Permit) ID() string { return p.ownerID() }
 
-// Key returns the Redis key of the semaphore's holders (Semaphore.Key).
+// Key returns the Redis key of the holders it is one of: Semaphore.Key,
+// or RWMutex.ReadersKey.
 func (p *Permit) Key() string { return p.keys[0] }
 
 // A Holder is one holder of a semaphore's permit.

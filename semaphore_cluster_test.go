@@ -131,7 +131,7 @@ func TestRWMutexCluster(t *testing.T) {
 	for _, name := range names {
 		r1 := mustRWMutex(t, cc, name, redislock.WithFencing())
 		r2 := mustRWMutex(t, cl.Client(t), name, redislock.WithFencing())
-		for _, r := range []*redislock.RWMutex{r1, r2} {
+		for _, r := range []*rwParticipant{r1, r2} {
 			if err := r.RLock(ctx); err != nil {
 				t.Fatalf("RLock(%s) on the cluster: %v", name, err)
 			}
@@ -159,7 +159,7 @@ func TestRWMutexCluster(t *testing.T) {
 				t.Fatalf("key %s is in slot %d, the writer key in %d", k, redistest.Slot(k), slot)
 			}
 		}
-		for _, r := range []*redislock.RWMutex{r1, r2} {
+		for _, r := range []*rwParticipant{r1, r2} {
 			if err := r.RUnlock(ctx); err != nil {
 				t.Fatal(err)
 			}

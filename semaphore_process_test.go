@@ -103,11 +103,12 @@ func runFamilyWorker(mode string, c *redis.Client, name string) (code int, ok bo
 		if err != nil {
 			return fail(err)
 		}
-		if err := rw.RLock(ctx); err != nil {
+		p, err := rw.RLock(ctx)
+		if err != nil {
 			return fail(err)
 		}
 		fmt.Println("held")
-		<-rw.Done()
+		<-p.Done()
 		return 0, true
 	}
 	return 0, false

@@ -82,7 +82,12 @@ func rwOnce(ctx context.Context, addr string, shared bool, d time.Duration) (rwR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lock, unlock := rw.RLock, rw.RUnlock
+			var p *redislock.Permit
+			lock := func(ctx context.Context) (err error) {
+				p, err = rw.RLock(ctx)
+				return err
+			}
+			unlock := func(ctx context.Context) error { return p.Release(ctx) }
 			if writer {
 				lock, unlock = rw.Lock, rw.Unlock
 			}

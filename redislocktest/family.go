@@ -7,8 +7,8 @@ import (
 	"github.com/go-redis-lock/redislock"
 )
 
-// The Semaphore and the RWMutex: a permit, a read hold and a write hold
-// are lost (see ForceLoss) and a permit stolen as a Lock's hold is.
+// The Semaphore and the RWMutex: a permit (a read permit too) and a write
+// hold are lost (see ForceLoss) and a permit stolen as a Lock's hold is.
 
 // dropHold drops id from the holders in the sorted set key (a permit, a
 // read hold), as if it had expired; it fails the test when id is not
@@ -48,20 +48,16 @@ func (s *Server) StealPermit(sem *redislock.Semaphore, p *redislock.Permit, opts
 	return stolen
 }
 
-// forceLossRW is ForceLoss of rw's current hold: a write hold is lost as
-// a Lock's, a read hold is dropped from the readers (Expired only).
+// forceLossRW is ForceLoss of rw's write hold, lost as a Lock's (a read
+// permit is a *redislock.Permit).
 func (s *Server) forceLossRW(rw *redislock.RWMutex, reason error) {
 	s.t.Helper()
-	if s.holds(rw.Key(), rw.ID()) {
-		if err := s.overwrite(rw.Key(), reason == TakenOver, thiefID); err != nil {
-			s.t.Fatalf("redislocktest: ForceLoss: %v", err)
-		}
-		return
+	if !s.holds(rw.Key(), rw.ID()) {
+		s.t.Fatalf("redislocktest: ForceLoss: RWMutex %q does not hold its write lock (a read permit is lost through its *redislock.Permit)", rw.Name())
 	}
-	if reason != Expired {
-		s.t.Fatalf("redislocktest: ForceLoss: a read hold cannot be taken over: use redislocktest.Expired")
+	if err := s.overwrite(rw.Key(), reason == TakenOver, thiefID); err != nil {
+		s.t.Fatalf("redislocktest: ForceLoss: %v", err)
 	}
-	s.dropHold(rw.ReadersKey(), rw.ID())
 }
 
 // holds reports whether the string key holds id.

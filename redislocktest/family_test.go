@@ -63,14 +63,16 @@ func TestForceLossOfAnRWMutex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := rw.RLock(ctx); err != nil {
+		p, err := rw.RLock(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		s.ForceLoss(rw, redislocktest.Expired)
-		waitClosed(t, rw.Done(), 3*time.Second)
-		if err := rw.Err(); !errors.Is(err, redislock.ErrLost) {
-			t.Fatalf("read hold's Err() = %v, want ErrLost", err)
+		s.ForceLoss(p, redislocktest.Expired)
+		waitClosed(t, p.Done(), 3*time.Second)
+		if err := p.Err(); !errors.Is(err, redislock.ErrLost) {
+			t.Fatalf("read permit's Err() = %v, want ErrLost", err)
 		}
+		p.Release(ctx) // ErrNotAcquired: it is gone
 		if err := rw.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -218,9 +218,9 @@ func (s *Server) mustHold(helper string, l *redislock.Lock) {
 //     overwritten by another owner's id, which holds it for a minute (delete
 //     the key, or Reset the lock, to free it sooner; Steal gives a thief
 //     that can release);
-//   - an RWMutex's write hold is lost as a Lock's; its read hold is dropped
-//     from the readers (Expired only: a read hold cannot be taken over);
-//   - a Semaphore's Permit is dropped from the holders (Expired only).
+//   - an RWMutex's write hold is lost as a Lock's;
+//   - a Permit, a Semaphore's or an RWMutex's read permit, is dropped from
+//     the holders (Expired only: a permit cannot be taken over).
 //
 // Nothing is changed in h: it learns of the loss as in production, at once
 // where its key is watched (a Lock's or a writer's, on a real server,

@@ -39,15 +39,10 @@ Examples:
 Signals, the terminal, a lost lock, kill -9: docs/command.md.
 `
 
-// rwReader and rwWriter are the sides of an RWMutex as run holds them.
-type (
-	rwReader struct{ *redislock.RWMutex }
-	rwWriter struct{ *redislock.RWMutex }
-)
+// rwWriter is the write side of an RWMutex as run holds it (rwReader,
+// below, the read side).
+type rwWriter struct{ *redislock.RWMutex }
 
-func (r rwReader) Acquire(ctx context.Context) error    { return r.RLock(ctx) }
-func (r rwReader) TryAcquire(ctx context.Context) error { return r.TryRLock(ctx) }
-func (r rwReader) Release(ctx context.Context) error    { return r.RUnlock(ctx) }
 func (w rwWriter) Acquire(ctx context.Context) error    { return w.Lock(ctx) }
 func (w rwWriter) TryAcquire(ctx context.Context) error { return w.TryLock(ctx) }
 func (w rwWriter) Release(ctx context.Context) error    { return w.Unlock(ctx) }
@@ -72,6 +67,26 @@ func (s *semHolder) TryAcquire(ctx context.Context) (err error) {
 func (s *semHolder) Release(ctx context.Context) error { return s.p.Release(ctx) }
 func (s *semHolder) Done() <-chan struct{}             { return s.p.Done() }
 func (s *semHolder) Err() error                        { return s.p.Err() }
+
+// rwReader holds one read permit of an RWMutex, as semHolder a permit.
+type rwReader struct {
+	*redislock.RWMutex
+	p *redislock.Permit
+}
+
+func (r *rwReader) Acquire(ctx context.Context) (err error) {
+	r.p, err = r.RLock(ctx)
+	return err
+}
+
+func (r *rwReader) TryAcquire(ctx context.Context) (err error) {
+	r.p, err = r.TryRLock(ctx)
+	return err
+}
+
+func (r *rwReader) Release(ctx context.Context) error { return r.p.Release(ctx) }
+func (r *rwReader) Done() <-chan struct{}             { return r.p.Done() }
+func (r *rwReader) Err() error                        { return r.p.Err() }
 
 // holdable is what run holds: a Lock, a Semaphore's permit, or a side of
 // an RWMutex.
@@ -201,7 +216,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		side := "for writing"
 		lock = rwWriter{rw}
 		if f.shared {
-			side, lock = "for reading", rwReader{rw}
+			side, lock = "for reading", &rwReader{RWMutex: rw}
 		}
 		busy = func(ctx context.Context) string {
 			info, err := rw.Info(ctx)

@@ -244,7 +244,8 @@ func TestStatusShowsRWMutex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.RLock(ctx); err != nil {
+	p, err := r.RLock(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := cliCmd(t, "status", "--json", "--redis", url, "config").Output()
@@ -255,7 +256,7 @@ func TestStatusShowsRWMutex(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil || len(st.RWMutexHolders) != 1 || st.RWMutexHolders[0].Kind != "reader" || st.RWMutexHolders[0].Owner != "reader-1" {
 		t.Fatalf("status --json = %s, %v; want the reader", out, err)
 	}
-	r.RUnlock(ctx)
+	p.Release(ctx)
 	w, _ := redislock.NewRWMutex(s.Client(), "config", redislock.WithID("writer-1"))
 	if err := w.Lock(ctx); err != nil {
 		t.Fatal(err)
