@@ -212,9 +212,9 @@ func (a *attempt) noteWakeup(ctx context.Context, w waitResult, wsent time.Time)
 	}
 	switch {
 	case w.popped:
-		l.ev.wakeup(ctx, l.info(l.ownerID()), WakeSignal, time.Since(wsent))
+		l.ev.wakeup(ctx, l.info(l.ownerID()), true, time.Since(wsent))
 	case w.slept:
-		l.ev.wakeup(ctx, l.info(l.ownerID()), WakeTimeout, time.Since(wsent))
+		l.ev.wakeup(ctx, l.info(l.ownerID()), false, time.Since(wsent))
 	}
 }
 

@@ -49,7 +49,7 @@ func (e *events) logging(ctx context.Context, level slog.Level) bool {
 
 // logLock writes one event of lock in with the Python logger name and the
 // lock's attributes, then attrs.
-func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg string, in LockRef, attrs ...slog.Attr) {
+func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg string, in Event, attrs ...slog.Attr) {
 	all := make([]slog.Attr, 0, 5+len(attrs))
 	all = append(all,
 		slog.String("logger", logger),
@@ -67,12 +67,12 @@ func (e *events) logLock(ctx context.Context, level slog.Level, logger, msg stri
 
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
-// info returns the LockRef of l under id.
-func (l *core) info(id string) LockRef {
-	return LockRef{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref()}
+// info returns the Event of l under id, with only what names the lock.
+func (l *core) info(id string) Event {
+	return Event{Name: l.name, Key: l.keys[0], ID: id, Kind: l.proto.ref()}
 }
 
-func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) context.Context {
+func (e *events) acquireStart(ctx context.Context, in Event, blocking bool) context.Context {
 	if e == nil {
 		return ctx
 	}
@@ -80,14 +80,15 @@ func (e *events) acquireStart(ctx context.Context, in LockRef, blocking bool) co
 		e.logLock(ctx, slog.LevelDebug, loggerAcquire, "acquiring lock", in, slog.Bool("blocking", blocking))
 	}
 	if e.obs.AcquireStart != nil {
-		if c := e.obs.AcquireStart(ctx, AcquireStartEvent{LockRef: in, Blocking: blocking}); c != nil {
+		in.Blocking = blocking
+		if c := e.obs.AcquireStart(ctx, in); c != nil {
 			ctx = c
 		}
 	}
 	return ctx
 }
 
-func (e *events) acquireEnd(ctx context.Context, in LockRef, blocking bool, wait time.Duration, token int64, err error, ctxErr error) {
+func (e *events) acquireEnd(ctx context.Context, in Event, blocking bool, wait time.Duration, token int64, err error, ctxErr error) {
 	if e == nil {
 		return
 	}
@@ -105,7 +106,8 @@ func (e *events) acquireEnd(ctx context.Context, in LockRef, blocking bool, wait
 			slog.Duration("wait", wait), slog.String("outcome", string(outcome)), errAttr(err))
 	}
 	if e.obs.AcquireEnd != nil {
-		e.obs.AcquireEnd(ctx, AcquireEndEvent{LockRef: in, Blocking: blocking, Wait: wait, Outcome: outcome, Token: token, Err: err})
+		in.Blocking, in.Wait, in.Outcome, in.Token, in.Err = blocking, wait, outcome, token, err
+		e.obs.AcquireEnd(ctx, in)
 	}
 }
 
@@ -125,7 +127,7 @@ func acquireOutcome(err, ctxErr error) Outcome {
 
 // waiting logs that a blocking acquire found the lock held by holder ("":
 // unknown, or a woken waiter's turn) for ttl more, and waits.
-func (e *events) waiting(ctx context.Context, in LockRef, holder string, ttl time.Duration) {
+func (e *events) waiting(ctx context.Context, in Event, holder string, ttl time.Duration) {
 	if e.logging(ctx, slog.LevelInfo) {
 		o := slog.Group("holder", slog.String("id", holder))
 		if p, ok := ParseOwner(holder); ok {
@@ -135,19 +137,20 @@ func (e *events) waiting(ctx context.Context, in LockRef, holder string, ttl tim
 	}
 }
 
-func (e *events) wakeup(ctx context.Context, in LockRef, cause WakeCause, waited time.Duration) {
+func (e *events) wakeup(ctx context.Context, in Event, woken bool, waited time.Duration) {
 	if e == nil {
 		return
 	}
 	if e.obs.Wakeup != nil {
-		e.obs.Wakeup(ctx, WakeupEvent{LockRef: in, Cause: cause, Waited: waited})
+		in.Woken, in.Wait = woken, waited
+		e.obs.Wakeup(ctx, in)
 	}
 }
 
 // gaveBack logs that an acquire's reply was lost, or that it failed after
 // its BLPOP popped a signal, and that the lock, or the signal, is being
 // given back.
-func (e *events) gaveBack(ctx context.Context, in LockRef, err error) {
+func (e *events) gaveBack(ctx context.Context, in Event, err error) {
 	if e == nil {
 		return
 	}
@@ -156,7 +159,7 @@ func (e *events) gaveBack(ctx context.Context, in LockRef, err error) {
 	}
 }
 
-func (e *events) releaseStart(ctx context.Context, in LockRef) context.Context {
+func (e *events) releaseStart(ctx context.Context, in Event) context.Context {
 	if e == nil {
 		return ctx
 	}
@@ -164,14 +167,14 @@ func (e *events) releaseStart(ctx context.Context, in LockRef) context.Context {
 		e.logLock(ctx, slog.LevelDebug, loggerRelease, "releasing lock", in)
 	}
 	if e.obs.ReleaseStart != nil {
-		if c := e.obs.ReleaseStart(ctx, ReleaseStartEvent{LockRef: in}); c != nil {
+		if c := e.obs.ReleaseStart(ctx, in); c != nil {
 			ctx = c
 		}
 	}
 	return ctx
 }
 
-func (e *events) releaseEnd(ctx context.Context, in LockRef, held time.Duration, outcome Outcome, err error) {
+func (e *events) releaseEnd(ctx context.Context, in Event, held time.Duration, outcome Outcome, err error) {
 	if e == nil {
 		return
 	}
@@ -183,11 +186,12 @@ func (e *events) releaseEnd(ctx context.Context, in LockRef, held time.Duration,
 		e.logLock(ctx, slog.LevelWarn, loggerRelease, "release failed", in, errAttr(err))
 	}
 	if e.obs.ReleaseEnd != nil {
-		e.obs.ReleaseEnd(ctx, ReleaseEndEvent{LockRef: in, Held: held, Outcome: outcome, Err: err})
+		in.Held, in.Outcome, in.Err = held, outcome, err
+		e.obs.ReleaseEnd(ctx, in)
 	}
 }
 
-func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time.Duration) context.Context {
+func (e *events) extendStart(ctx context.Context, in Event, auto bool, by time.Duration) context.Context {
 	if e == nil {
 		return ctx
 	}
@@ -195,7 +199,8 @@ func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time
 		e.logLock(ctx, slog.LevelDebug, loggerRefreshThread, "renewing lock", in, slog.Duration("expire", by))
 	}
 	if e.obs.ExtendStart != nil {
-		if c := e.obs.ExtendStart(ctx, ExtendStartEvent{LockRef: in, Auto: auto, By: by}); c != nil {
+		in.Auto, in.By = auto, by
+		if c := e.obs.ExtendStart(ctx, in); c != nil {
 			ctx = c
 		}
 	}
@@ -206,7 +211,7 @@ func (e *events) extendStart(ctx context.Context, in LockRef, auto bool, by time
 // reply). A renewal that failed is retried when retrying; one that is not
 // was stopped by Release. left is what is left before the hold's local
 // deadline.
-func (e *events) extendEnd(ctx context.Context, in LockRef, auto bool, by time.Duration, n int64, err error, left time.Duration, retrying bool) {
+func (e *events) extendEnd(ctx context.Context, in Event, auto bool, by time.Duration, n int64, err error, left time.Duration, retrying bool) {
 	if e == nil {
 		return
 	}
@@ -219,7 +224,8 @@ func (e *events) extendEnd(ctx context.Context, in LockRef, auto bool, by time.D
 			errAttr(err), slog.Duration("left", left))
 	}
 	if e.obs.ExtendEnd != nil {
-		e.obs.ExtendEnd(ctx, ExtendEndEvent{LockRef: in, Auto: auto, By: by, Outcome: outcome, Err: extendErr(n, err)})
+		in.Auto, in.By, in.Outcome, in.Err = auto, by, outcome, extendErr(n, err)
+		e.obs.ExtendEnd(ctx, in)
 	}
 }
 
@@ -253,22 +259,23 @@ func extendErr(n int64, err error) error {
 
 // holdEnd reports that h ended with err. Called once per hold, without
 // h.mu held.
-func (e *events) holdEnd(in LockRef, h *hold.Hold, err error) {
+func (e *events) holdEnd(in Event, h *hold.Hold, err error) {
 	if e == nil {
 		return
 	}
 	held := time.Since(h.Start())
-	reason := ReasonOf(err)
-	if reason != reasonNone && e.logging(context.Background(), slog.LevelError) {
+	outcome := holdOutcome(err)
+	if outcome != OutcomeReleased && e.logging(context.Background(), slog.LevelError) {
 		e.logLock(context.Background(), slog.LevelError, loggerLost, "lock lost", in,
-			slog.String("reason", string(reason)), errAttr(err), slog.Duration("held", held))
+			slog.String("reason", string(outcome)), errAttr(err), slog.Duration("held", held))
 	}
 	if e.obs.HoldEnd != nil {
-		e.obs.HoldEnd(HoldEndEvent{LockRef: in, Held: held, Token: h.Token(), Reason: reason, Err: err})
+		in.Held, in.Token, in.Outcome, in.Err = held, h.Token(), outcome, err
+		e.obs.HoldEnd(in)
 	}
 }
 
-func (e *events) renewalStart(in LockRef, every time.Duration) {
+func (e *events) renewalStart(in Event, every time.Duration) {
 	if e == nil {
 		return
 	}
@@ -277,7 +284,7 @@ func (e *events) renewalStart(in LockRef, every time.Duration) {
 	}
 }
 
-func (e *events) renewalShutdown(in LockRef) {
+func (e *events) renewalShutdown(in Event) {
 	if e == nil {
 		return
 	}
@@ -286,7 +293,7 @@ func (e *events) renewalShutdown(in LockRef) {
 	}
 }
 
-func (e *events) renewalExit(in LockRef) {
+func (e *events) renewalExit(in Event) {
 	if e == nil {
 		return
 	}
@@ -296,7 +303,7 @@ func (e *events) renewalExit(in LockRef) {
 }
 
 // reset logs a Reset (name set) or a ResetAll.
-func (e *events) reset(ctx context.Context, in LockRef, deleted int, err error) {
+func (e *events) reset(ctx context.Context, in Event, deleted int, err error) {
 	if e == nil {
 		return
 	}
@@ -313,12 +320,13 @@ func (e *events) reset(ctx context.Context, in LockRef, deleted int, err error) 
 // watchRefused logs that the hold of in is no longer watched: Redis refused
 // the key watch (see watch.Refuses), and a loss is found by renewal or
 // the local deadline.
-func (e *events) watchRefused(in LockRef, err error) {
+func (e *events) watchRefused(in Event, err error) {
 	if e == nil {
 		return
 	}
 	if e.obs.WatchRefused != nil {
-		e.obs.WatchRefused(WatchRefusedEvent{LockRef: in, Err: err})
+		in.Err = err
+		e.obs.WatchRefused(in)
 	}
 	ctx := context.Background()
 	if !e.logging(ctx, slog.LevelWarn) {

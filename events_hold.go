@@ -15,8 +15,8 @@ type holdEvents struct {
 	kind Kind
 }
 
-func (he holdEvents) ref(h *hold.Hold) LockRef {
-	return LockRef{Name: he.name, Key: h.Key(), ID: h.ID(), Kind: he.kind}
+func (he holdEvents) ref(h *hold.Hold) Event {
+	return Event{Name: he.name, Key: h.Key(), ID: h.ID(), Kind: he.kind}
 }
 
 func (he holdEvents) End(h *hold.Hold, err error) { he.e.holdEnd(he.ref(h), h, err) }

@@ -16,13 +16,13 @@ import (
 func TestDisabledLogLevelsAllocateNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 	for _, e := range []*events{nil, newEvents(nil, log)} {
-		in := LockRef{Name: "job", Key: "lock:job", ID: "id"}
+		in := Event{Name: "job", Key: "lock:job", ID: "id"}
 		h := hold.New(hold.Config{Keys: []string{"lock:job"}}, time.Now(), "id")
 		ctx := context.Background()
 		allocs := testing.AllocsPerRun(1000, func() {
 			c := e.acquireStart(ctx, in, true)
 			e.waiting(c, in, "holder", time.Second)
-			e.wakeup(c, in, WakeSignal, time.Millisecond)
+			e.wakeup(c, in, true, time.Millisecond)
 			e.acquireEnd(c, in, true, time.Millisecond, 7, nil, nil)
 			e.acquireEnd(c, in, false, time.Millisecond, 0, ErrLocked, nil)
 			e.renewalStart(in, time.Second)

@@ -30,52 +30,62 @@ import (
 // once: its funcs must be safe for concurrent use.
 type Observer struct {
 	// AcquireStart is called when Acquire or TryAcquire starts, once the
-	// Lock is known to hold nothing (ErrAlreadyAcquired for a Lock that
-	// holds is returned without any event).
-	AcquireStart func(ctx context.Context, e AcquireStartEvent) context.Context
-	// AcquireEnd is called when it returns.
-	AcquireEnd func(ctx context.Context, e AcquireEndEvent)
-	// Wakeup is called each time a waiting Acquire's BLPOP returns: woken
-	// by a release's signal, or at the end of its slice.
-	Wakeup func(ctx context.Context, e WakeupEvent)
+	// Lock is known to hold nothing, with Blocking.
+	AcquireStart func(ctx context.Context, e Event) context.Context
+	// AcquireEnd is called when it returns, with Blocking, Wait, Token,
+	// Err and Outcome: OutcomeAcquired, OutcomeBusy, OutcomeTimeout or
+	// OutcomeError.
+	AcquireEnd func(ctx context.Context, e Event)
+	// Wakeup is called each time a waiting Acquire's BLPOP returns, with
+	// Woken (a release's signal, or else the end of its slice) and Wait.
+	Wakeup func(ctx context.Context, e Event)
 	// ReleaseStart is called when Release starts (ErrNotAcquired returned
 	// without sending, for a Lock acquiring or releasing in another
 	// goroutine, has no event).
-	ReleaseStart func(ctx context.Context, e ReleaseStartEvent) context.Context
-	// ReleaseEnd is called when it returns.
-	ReleaseEnd func(ctx context.Context, e ReleaseEndEvent)
-	// ExtendStart is called before an extend of the key is sent: by
-	// Extend, or by auto-renewal (Auto).
-	ExtendStart func(ctx context.Context, e ExtendStartEvent) context.Context
-	// ExtendEnd is called when its reply is in.
-	ExtendEnd func(ctx context.Context, e ExtendEndEvent)
+	ReleaseStart func(ctx context.Context, e Event) context.Context
+	// ReleaseEnd is called when it returns, with Held, Err and Outcome:
+	// OutcomeReleased, OutcomeExpired, OutcomeTakenOver or OutcomeError.
+	ReleaseEnd func(ctx context.Context, e Event)
+	// ExtendStart is called before an extend of the key is sent, by
+	// Extend or by renewal (Auto), with By.
+	ExtendStart func(ctx context.Context, e Event) context.Context
+	// ExtendEnd is called when its reply is in, with Auto, By, Err and
+	// Outcome: OutcomeExtended, OutcomeExpired (the key was gone),
+	// OutcomeTakenOver, OutcomeNotExpirable, OutcomeCanceled (a renewal
+	// that Release stopped while it was in flight) or OutcomeError (a
+	// Redis error, ErrNotReplicated included: a renewal retries it).
+	ExtendEnd func(ctx context.Context, e Event)
 	// HoldEnd is called once for every hold that started (an AcquireEnd
 	// with OutcomeAcquired), when it ends, and never before that
-	// AcquireEnd: released (Err is ErrReleased), lost (Reason says why),
-	// or dropped (a Lock collected while holding: ReasonAbandoned). It has
+	// AcquireEnd, with Held, Token, Err (ErrReleased, or one matching
+	// ErrLost) and Outcome: OutcomeReleased, or why it was lost
+	// (OutcomeExpired, OutcomeTakenOver, OutcomeUnreachable,
+	// OutcomeMaxHold, OutcomeNotExpirable, OutcomeAbandoned for a Lock
+	// collected while holding, OutcomeError for any other cause). It has
 	// no context: a loss is found by the renewal, a timer or the key's
 	// watch.
-	HoldEnd func(e HoldEndEvent)
+	HoldEnd func(e Event)
 	// WatchRefused is called when Redis refuses the key watch of a hold
 	// that started (tracking unknown or denied: see Check), at most once
-	// per hold: a loss is then found by the renewal or the local
-	// deadline, not at once. It has no context: the watch finds it.
-	WatchRefused func(e WatchRefusedEvent)
+	// per hold, with Err, the refusal: a loss is then found by the
+	// renewal or the local deadline, not at once. It has no context: the
+	// watch finds it.
+	WatchRefused func(e Event)
 }
 
 // joinObservers returns one Observer whose each func calls that func of
 // every observer in obs that has it, in order, and whether it has any.
 func joinObservers(obs []Observer) (Observer, bool) {
 	j := Observer{
-		AcquireStart: joinStart(obs, func(o *Observer) func(context.Context, AcquireStartEvent) context.Context { return o.AcquireStart }),
-		AcquireEnd:   joinEnd(obs, func(o *Observer) func(context.Context, AcquireEndEvent) { return o.AcquireEnd }),
-		Wakeup:       joinEnd(obs, func(o *Observer) func(context.Context, WakeupEvent) { return o.Wakeup }),
-		ReleaseStart: joinStart(obs, func(o *Observer) func(context.Context, ReleaseStartEvent) context.Context { return o.ReleaseStart }),
-		ReleaseEnd:   joinEnd(obs, func(o *Observer) func(context.Context, ReleaseEndEvent) { return o.ReleaseEnd }),
-		ExtendStart:  joinStart(obs, func(o *Observer) func(context.Context, ExtendStartEvent) context.Context { return o.ExtendStart }),
-		ExtendEnd:    joinEnd(obs, func(o *Observer) func(context.Context, ExtendEndEvent) { return o.ExtendEnd }),
-		HoldEnd:      joinPlain(obs, func(o *Observer) func(HoldEndEvent) { return o.HoldEnd }),
-		WatchRefused: joinPlain(obs, func(o *Observer) func(WatchRefusedEvent) { return o.WatchRefused }),
+		AcquireStart: joinStart(obs, func(o *Observer) func(context.Context, Event) context.Context { return o.AcquireStart }),
+		AcquireEnd:   joinEnd(obs, func(o *Observer) func(context.Context, Event) { return o.AcquireEnd }),
+		Wakeup:       joinEnd(obs, func(o *Observer) func(context.Context, Event) { return o.Wakeup }),
+		ReleaseStart: joinStart(obs, func(o *Observer) func(context.Context, Event) context.Context { return o.ReleaseStart }),
+		ReleaseEnd:   joinEnd(obs, func(o *Observer) func(context.Context, Event) { return o.ReleaseEnd }),
+		ExtendStart:  joinStart(obs, func(o *Observer) func(context.Context, Event) context.Context { return o.ExtendStart }),
+		ExtendEnd:    joinEnd(obs, func(o *Observer) func(context.Context, Event) { return o.ExtendEnd }),
+		HoldEnd:      joinPlain(obs, func(o *Observer) func(Event) { return o.HoldEnd }),
+		WatchRefused: joinPlain(obs, func(o *Observer) func(Event) { return o.WatchRefused }),
 	}
 	listens := j.AcquireStart != nil || j.AcquireEnd != nil || j.Wakeup != nil || j.ReleaseStart != nil || j.ReleaseEnd != nil ||
 		j.ExtendStart != nil || j.ExtendEnd != nil || j.HoldEnd != nil || j.WatchRefused != nil
@@ -141,89 +151,27 @@ func joinPlain[E any](obs []Observer, field func(*Observer) func(E)) func(E) {
 	}
 }
 
-// LockRef says which lock an event is about.
-type LockRef struct {
+// An Event is what an Observer's funcs are given: which lock, and what
+// happened to it. Each func sets the fields its doc in Observer names;
+// the others are zero.
+type Event struct {
 	Name string // the name given to New
-	Key  string // the lock key
-	ID   string // the owner id the call sent (see Lock.ID)
+	Key  string // the lock key (a Semaphore's holders key; an RWMutex's writer or readers key)
+	ID   string // the owner id the call sent, or the hold's (see Lock.ID)
 	Kind Kind   // KindLock; KindSemaphore, KindWriter or KindReader for the siblings
+
+	Blocking bool          // an acquire's: Acquire; false for TryAcquire
+	Auto     bool          // an extend's: a renewal; false for Extend
+	Woken    bool          // a Wakeup's: the BLPOP popped a release's signal; false: its slice ran out
+	Wait     time.Duration // AcquireEnd: from AcquireStart to the end; Wakeup: how long the BLPOP took
+	Held     time.Duration // ReleaseEnd, HoldEnd: from the acquire to the end (0: nothing was held)
+	By       time.Duration // an extend's: the expire sent
+	Token    int64         // AcquireEnd, HoldEnd: the fencing token of the hold (WithFencing); 0 otherwise
+	Outcome  Outcome       // the End funcs' and HoldEnd's: how it ended
+	Err      error         // the End funcs': what the call returned; HoldEnd: Err's; WatchRefused: the refusal
 }
 
-// AcquireStartEvent starts an acquire.
-type AcquireStartEvent struct {
-	LockRef
-	Blocking bool // Acquire; false for TryAcquire
-}
-
-// AcquireEndEvent ends an acquire.
-type AcquireEndEvent struct {
-	LockRef
-	Blocking bool
-	Wait     time.Duration // from AcquireStart to the end
-	Outcome  Outcome       // OutcomeAcquired, OutcomeBusy, OutcomeTimeout or OutcomeError
-	Token    int64         // the fencing token of the hold (WithFencing); 0 otherwise
-	Err      error         // what the call returned
-}
-
-// WakeupEvent is one return of a waiter's BLPOP.
-type WakeupEvent struct {
-	LockRef
-	Cause  WakeCause
-	Waited time.Duration // how long the BLPOP took
-}
-
-// ReleaseStartEvent starts a Release.
-type ReleaseStartEvent struct {
-	LockRef
-}
-
-// ReleaseEndEvent ends a Release.
-type ReleaseEndEvent struct {
-	LockRef
-	Held    time.Duration // from the acquire to the release; 0 when this Lock had no hold
-	Outcome Outcome       // OutcomeReleased, OutcomeExpired, OutcomeTakenOver or OutcomeError
-	Err     error         // what the call returned
-}
-
-// ExtendStartEvent starts an extend of the key.
-type ExtendStartEvent struct {
-	LockRef
-	Auto bool          // a renewal (WithAutoRenewal); false for Extend
-	By   time.Duration // the expire sent
-}
-
-// ExtendEndEvent ends an extend.
-type ExtendEndEvent struct {
-	LockRef
-	Auto bool
-	By   time.Duration
-	// Outcome is OutcomeExtended, OutcomeExpired (the key was gone),
-	// OutcomeTakenOver, OutcomeNotExpirable, OutcomeCanceled (a renewal
-	// that Release stopped while it was in flight) or OutcomeError (a
-	// Redis error, ErrNotReplicated included: a renewal retries it).
-	Outcome Outcome
-	Err     error
-}
-
-// HoldEndEvent ends a hold.
-type HoldEndEvent struct {
-	LockRef
-	Held  time.Duration // from the acquire to the end
-	Token int64         // the fencing token of the hold; 0 without WithFencing
-	// Reason is why the hold was lost: ReasonExpired, ReasonTakenOver,
-	// ReasonUnreachable, ReasonMaxHold, ReasonNotExpirable or
-	// ReasonAbandoned; "" when it was released.
-	Reason Reason
-	Err    error // Lock.Err's error: ErrReleased, or one matching ErrLost
-}
-
-// WatchRefusedEvent says that a hold is not watched: Redis refused it.
-type WatchRefusedEvent struct {
-	LockRef
-	Err error // the refusal (an error reply such as NOPERM or an unknown command)
-}
-
-// Outcome is how a call ended, in the words metrics use.
+// Outcome is how a call or a hold ended, in the words metrics use.
 type Outcome string
 
 const (
@@ -232,53 +180,34 @@ const (
 	OutcomeTimeout      Outcome = "timeout"       // ctx ended first
 	OutcomeReleased     Outcome = "released"      // the key was ours and is deleted
 	OutcomeExtended     Outcome = "extended"      // the key was ours and has its new expire
-	OutcomeExpired      Outcome = "expired"       // the key was gone
-	OutcomeTakenOver    Outcome = "taken_over"    // the key held another id
+	OutcomeExpired      Outcome = "expired"       // the key was gone (ErrExpired)
+	OutcomeTakenOver    Outcome = "taken_over"    // the key held another id (ErrTakenOver)
 	OutcomeNotExpirable Outcome = "not_expirable" // the key is ours but has no expire (ErrNotExpirable)
+	OutcomeUnreachable  Outcome = "unreachable"   // a hold lost for want of answers (ErrUnreachable)
+	OutcomeMaxHold      Outcome = "max_hold"      // a hold ended by WithMaxHold (ErrMaxHold)
+	OutcomeAbandoned    Outcome = "abandoned"     // a hold whose Lock was dropped and collected: its key expires on its own
 	OutcomeCanceled     Outcome = "canceled"      // a renewal given up because Release stopped it
-	OutcomeError        Outcome = "error"         // a Redis or connection error, or a refusal
+	OutcomeError        Outcome = "error"         // a Redis or connection error, a refusal, or another end of a hold
 )
 
-// WakeCause is why a waiter's BLPOP returned.
-type WakeCause string
-
-const (
-	WakeSignal  WakeCause = "signal"  // it popped a release's signal
-	WakeTimeout WakeCause = "timeout" // its slice ran out: it tries again
-)
-
-// Reason is why a hold was lost, in the words metrics use.
-type Reason string
-
-const (
-	ReasonExpired      Reason = "expired"       // ErrExpired
-	ReasonTakenOver    Reason = "taken_over"    // ErrTakenOver
-	ReasonUnreachable  Reason = "unreachable"   // ErrUnreachable
-	ReasonMaxHold      Reason = "max_hold"      // ErrMaxHold
-	ReasonNotExpirable Reason = "not_expirable" // ErrNotExpirable: the key's expire was removed
-	ReasonAbandoned    Reason = "abandoned"     // the Lock was dropped while holding and collected: its key expires on its own
-	ReasonOther        Reason = "other"         // any other error ending a hold
-	reasonNone         Reason = ""
-)
-
-// ReasonOf returns the Reason of err, an error from Lock.Err: "" for nil
-// or ErrReleased.
-func ReasonOf(err error) Reason {
+// holdOutcome is the Outcome of a hold that ended with err, Lock.Err's
+// error.
+func holdOutcome(err error) Outcome {
 	switch {
 	case err == nil, errors.Is(err, ErrReleased):
-		return reasonNone
+		return OutcomeReleased
 	case errors.Is(err, ErrExpired):
-		return ReasonExpired
+		return OutcomeExpired
 	case errors.Is(err, ErrTakenOver):
-		return ReasonTakenOver
+		return OutcomeTakenOver
 	case errors.Is(err, ErrUnreachable):
-		return ReasonUnreachable
+		return OutcomeUnreachable
 	case errors.Is(err, ErrMaxHold):
-		return ReasonMaxHold
+		return OutcomeMaxHold
 	case errors.Is(err, ErrNotExpirable):
-		return ReasonNotExpirable
+		return OutcomeNotExpirable
 	case errors.Is(err, hold.ErrAbandoned):
-		return ReasonAbandoned
+		return OutcomeAbandoned
 	}
-	return ReasonOther
+	return OutcomeError
 }

@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -267,62 +266,69 @@ func TestLogRenewalFailureAndGiveback(t *testing.T) {
 	rec.none(t, "redis_lock.lost", slog.LevelError)
 }
 
-// recorder is an Observer that keeps every event, in order.
+// recorder is an Observer that keeps every event, in order, each with
+// the name of the func it came to.
 type recorder struct {
 	mu     sync.Mutex
-	events []any
+	events []recorded
 	// refusals are the WatchRefused events, kept apart: they come from
 	// the watch's goroutine at any moment (on miniredis, which refuses
 	// the watch, after every first acquire), between the others.
-	refusals []redislock.WatchRefusedEvent
+	refusals []redislock.Event
 }
 
 type ctxMark struct{}
 
-func (r *recorder) add(e any) {
+// recorded is one event a recorder received, through the func named fn.
+type recorded struct {
+	fn string
+	redislock.Event
+}
+
+func (r *recorder) add(fn string, e redislock.Event) {
 	r.mu.Lock()
-	r.events = append(r.events, e)
+	r.events = append(r.events, recorded{fn, e})
 	r.mu.Unlock()
 }
 
-func (r *recorder) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
-	r.add(e)
+func (r *recorder) AcquireStart(ctx context.Context, e redislock.Event) context.Context {
+	r.add("AcquireStart", e)
 	return context.WithValue(ctx, ctxMark{}, "acquire")
 }
-func (r *recorder) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
+func (r *recorder) AcquireEnd(ctx context.Context, e redislock.Event) {
 	if ctx.Value(ctxMark{}) != "acquire" {
 		panic("AcquireEnd without AcquireStart's context")
 	}
-	r.add(e)
+	r.add("AcquireEnd", e)
 }
-func (r *recorder) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
+func (r *recorder) Wakeup(ctx context.Context, e redislock.Event) {
 	if ctx.Value(ctxMark{}) != "acquire" {
 		panic("Wakeup without AcquireStart's context")
 	}
-	r.add(e)
+	r.add("Wakeup", e)
 }
-func (r *recorder) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
-	r.add(e)
+func (r *recorder) ReleaseStart(ctx context.Context, e redislock.Event) context.Context {
+	r.add("ReleaseStart", e)
 	return context.WithValue(ctx, ctxMark{}, "release")
 }
-func (r *recorder) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
+func (r *recorder) ReleaseEnd(ctx context.Context, e redislock.Event) {
 	if ctx.Value(ctxMark{}) != "release" {
 		panic("ReleaseEnd without ReleaseStart's context")
 	}
-	r.add(e)
+	r.add("ReleaseEnd", e)
 }
-func (r *recorder) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
-	r.add(e)
+func (r *recorder) ExtendStart(ctx context.Context, e redislock.Event) context.Context {
+	r.add("ExtendStart", e)
 	return context.WithValue(ctx, ctxMark{}, "extend")
 }
-func (r *recorder) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
+func (r *recorder) ExtendEnd(ctx context.Context, e redislock.Event) {
 	if ctx.Value(ctxMark{}) != "extend" {
 		panic("ExtendEnd without ExtendStart's context")
 	}
-	r.add(e)
+	r.add("ExtendEnd", e)
 }
-func (r *recorder) HoldEnd(e redislock.HoldEndEvent) { r.add(e) }
-func (r *recorder) WatchRefused(e redislock.WatchRefusedEvent) {
+func (r *recorder) HoldEnd(e redislock.Event) { r.add("HoldEnd", e) }
+func (r *recorder) WatchRefused(e redislock.Event) {
 	r.mu.Lock()
 	r.refusals = append(r.refusals, e)
 	r.mu.Unlock()
@@ -338,7 +344,7 @@ func (r *recorder) observer() *redislock.Observer {
 	}
 }
 
-func (r *recorder) take() []any {
+func (r *recorder) take() []recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.events
@@ -360,15 +366,15 @@ func TestObserverEvents(t *testing.T) {
 		if len(ev) != 2 {
 			t.Fatalf("Acquire: %d events %v, want start and end", len(ev), ev)
 		}
-		end := ev[1].(redislock.AcquireEndEvent)
-		if !ev[0].(redislock.AcquireStartEvent).Blocking || end.Outcome != redislock.OutcomeAcquired || end.Token <= 0 || end.ID != holder.ID() || end.Name != "job" {
+		end := ev[1]
+		if ev[0].fn != "AcquireStart" || end.fn != "AcquireEnd" || !ev[0].Blocking || end.Outcome != redislock.OutcomeAcquired || end.Token <= 0 || end.ID != holder.ID() || end.Name != "job" {
 			t.Fatalf("Acquire events = %+v, want blocking, acquired with a token, the holder's id", ev)
 		}
 
 		if err := waiter.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
 			t.Fatal(err)
 		}
-		if end := obs.take()[1].(redislock.AcquireEndEvent); end.Outcome != redislock.OutcomeBusy || end.Blocking {
+		if end := obs.take()[1]; end.Outcome != redislock.OutcomeBusy || end.Blocking {
 			t.Fatalf("TryAcquire miss: %+v, want busy, not blocking", end)
 		}
 		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
@@ -378,7 +384,7 @@ func TestObserverEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev = obs.take()
-		if end := ev[len(ev)-1].(redislock.AcquireEndEvent); end.Outcome != redislock.OutcomeTimeout {
+		if end := ev[len(ev)-1]; end.Outcome != redislock.OutcomeTimeout {
 			t.Fatalf("Acquire timeout: %+v, want timeout", end)
 		}
 		if err := waiter.Settle(ctx); err != nil {
@@ -390,7 +396,7 @@ func TestObserverEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev = obs.take()
-		if e := ev[1].(redislock.ExtendEndEvent); e.Auto || e.By != 2*time.Minute || e.Outcome != redislock.OutcomeExtended {
+		if e := ev[1]; e.fn != "ExtendEnd" || e.Auto || e.By != 2*time.Minute || e.Outcome != redislock.OutcomeExtended {
 			t.Fatalf("Extend: %+v, want manual, 2m, extended", e)
 		}
 
@@ -410,17 +416,17 @@ func TestObserverEvents(t *testing.T) {
 		var kinds []string
 		var woken, released, heldEnd bool
 		for _, e := range obs.take() {
-			switch e := e.(type) {
-			case redislock.WakeupEvent:
-				woken = woken || e.Cause == redislock.WakeSignal
-			case redislock.ReleaseEndEvent:
+			switch e.fn {
+			case "Wakeup":
+				woken = woken || e.Woken
+			case "ReleaseEnd":
 				released = e.Outcome == redislock.OutcomeReleased && e.Held > 0 && e.ID == holder.ID()
-			case redislock.HoldEndEvent:
+			case "HoldEnd":
 				if e.ID == holder.ID() {
-					heldEnd = errors.Is(e.Err, redislock.ErrReleased) && e.Reason == "" && e.Token > 0
+					heldEnd = errors.Is(e.Err, redislock.ErrReleased) && e.Outcome == redislock.OutcomeReleased && e.Token > 0
 				}
 			}
-			kinds = append(kinds, fmt.Sprintf("%T", e))
+			kinds = append(kinds, e.fn)
 		}
 		if !woken || !released || !heldEnd {
 			t.Fatalf("hand-off events %v: woken by a signal %v, released %v, the hold's end %v; want all", kinds, woken, released, heldEnd)
@@ -436,14 +442,14 @@ func TestObserverEvents(t *testing.T) {
 		<-waiter.Done()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			var lost *redislock.HoldEndEvent
+			var lost *recorded
 			for _, e := range obs.take() {
-				if e, ok := e.(redislock.HoldEndEvent); ok {
+				if e.fn == "HoldEnd" {
 					lost = &e
 				}
 			}
 			if lost != nil {
-				if lost.Reason != redislock.ReasonExpired || !errors.Is(lost.Err, redislock.ErrLost) {
+				if lost.Outcome != redislock.OutcomeExpired || !errors.Is(lost.Err, redislock.ErrLost) {
 					t.Fatalf("loss: %+v, want reason expired and ErrLost", lost)
 				}
 				break
@@ -494,7 +500,7 @@ func TestParseOwner(t *testing.T) {
 // slow exporter's would.
 func slowObserver(r *recorder, delay time.Duration) *redislock.Observer {
 	o := r.observer()
-	o.AcquireEnd = func(ctx context.Context, e redislock.AcquireEndEvent) {
+	o.AcquireEnd = func(ctx context.Context, e redislock.Event) {
 		time.Sleep(delay)
 		r.AcquireEnd(ctx, e)
 	}
@@ -517,10 +523,10 @@ func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
 		ev := rec.take()
 		var kinds []string
 		for _, e := range ev {
-			kinds = append(kinds, fmt.Sprintf("%T", e))
+			kinds = append(kinds, e.fn)
 		}
 		if len(kinds) == 3 {
-			if kinds[1] != "redislock.AcquireEndEvent" || kinds[2] != "redislock.HoldEndEvent" {
+			if kinds[1] != "AcquireEnd" || kinds[2] != "HoldEnd" {
 				t.Fatalf("events %v, want AcquireStart, AcquireEnd, HoldEnd", kinds)
 			}
 			return
@@ -539,11 +545,11 @@ func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
 func panicker() *redislock.Observer {
 	var acquire, release sync.Once
 	return &redislock.Observer{
-		AcquireStart: func(ctx context.Context, _ redislock.AcquireStartEvent) context.Context {
+		AcquireStart: func(ctx context.Context, _ redislock.Event) context.Context {
 			acquire.Do(func() { panic("observer bug") })
 			return ctx
 		},
-		ReleaseStart: func(ctx context.Context, _ redislock.ReleaseStartEvent) context.Context {
+		ReleaseStart: func(ctx context.Context, _ redislock.Event) context.Context {
 			release.Do(func() { panic("observer bug") })
 			return ctx
 		},
@@ -599,7 +605,7 @@ func TestStoppedRenewalIsCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range rec.take() {
-		if e, ok := e.(redislock.ExtendEndEvent); ok && e.Outcome != redislock.OutcomeCanceled {
+		if e.fn == "ExtendEnd" && e.Outcome != redislock.OutcomeCanceled {
 			t.Fatalf("the stopped renewal's ExtendEnd = %+v, want canceled", e)
 		}
 	}
@@ -618,16 +624,16 @@ func TestAbandonedHoldEnds(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		var end *redislock.HoldEndEvent
+		var end *recorded
 		rec.mu.Lock()
 		for _, e := range rec.events {
-			if e, ok := e.(redislock.HoldEndEvent); ok {
+			if e.fn == "HoldEnd" {
 				end = &e
 			}
 		}
 		rec.mu.Unlock()
 		if end != nil {
-			if end.Reason != redislock.ReasonAbandoned || !errors.Is(end.Err, redislock.ErrLost) {
+			if end.Outcome != redislock.OutcomeAbandoned || !errors.Is(end.Err, redislock.ErrLost) {
 				t.Fatalf("HoldEnd of a dropped Lock = %+v, want abandoned", end)
 			}
 			return
@@ -649,13 +655,13 @@ func TestObserverFuncsAreOptional(t *testing.T) {
 	var mu sync.Mutex
 	var calls []string
 	note := func(s string) { mu.Lock(); calls = append(calls, s); mu.Unlock() }
-	first := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) { note("first:" + string(e.Outcome)) }}
+	first := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.Event) { note("first:" + string(e.Outcome)) }}
 	second := &redislock.Observer{
-		AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) { note("second:" + string(e.Outcome)) },
-		HoldEnd:    func(e redislock.HoldEndEvent) { note("second:hold-end") },
+		AcquireEnd: func(_ context.Context, e redislock.Event) { note("second:" + string(e.Outcome)) },
+		HoldEnd:    func(e redislock.Event) { note("second:hold-end") },
 	}
 	l := mustNew(t, b.client(), "job", redislock.WithObserver(first), redislock.WithObserver(nil), redislock.WithObserver(second))
-	first.ReleaseEnd = func(context.Context, redislock.ReleaseEndEvent) { note("first:release (set after New)") }
+	first.ReleaseEnd = func(context.Context, redislock.Event) { note("first:release (set after New)") }
 	mustAcquire(t, ctx, l)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // release.lua and giveback.lua do; extend answers as extend.lua does.
 type protocol interface {
 	// kind is what errors call the primitive ("lock", "semaphore"), ref
-	// what events call it (LockRef.Kind).
+	// what events call it (Event.Kind).
 	kind() string
 	ref() Kind
 	scripts() scripts

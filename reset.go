@@ -112,7 +112,7 @@ func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option)
 			return nil
 		})
 	}
-	newEvents(nil, c.logger).reset(ctx, LockRef{}, total, err)
+	newEvents(nil, c.logger).reset(ctx, Event{}, total, err)
 	if err != nil {
 		return total, fmt.Errorf("redislock: reset all: %w", err)
 	}

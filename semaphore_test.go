@@ -518,7 +518,7 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 	})
 }
 
-// The siblings' events say what they are: LockRef.Kind, and a "kind"
+// The siblings' events say what they are: Event.Kind, and a "kind"
 // attribute on their log lines (a Lock's lines have none, as before).
 func TestFamilyEventsSayTheirKind(t *testing.T) {
 	b := miniBackend(t)
@@ -556,7 +556,7 @@ type kindObserver struct {
 	kinds []string
 }
 
-func (o *kindObserver) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
+func (o *kindObserver) AcquireStart(ctx context.Context, e redislock.Event) context.Context {
 	o.mu.Lock()
 	o.kinds = append(o.kinds, string(e.Kind))
 	o.mu.Unlock()

@@ -202,7 +202,7 @@ func TestObserverPanicAfterAcquireKeepsTheTurnWithTheHold(t *testing.T) {
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	var once sync.Once
-	obs := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.AcquireEndEvent) {
+	obs := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.Event) {
 		if e.Err == nil {
 			once.Do(func() { panic("observer bug") })
 		}

@@ -94,11 +94,10 @@ type wakeCounter struct {
 
 func (w *wakeCounter) observer() *redislock.Observer { return &redislock.Observer{Wakeup: w.Wakeup} }
 
-func (w *wakeCounter) Wakeup(_ context.Context, e redislock.WakeupEvent) {
-	switch e.Cause {
-	case redislock.WakeSignal:
+func (w *wakeCounter) Wakeup(_ context.Context, e redislock.Event) {
+	if e.Woken {
 		w.signal.Add(1)
-	case redislock.WakeTimeout:
+	} else {
 		w.timeout.Add(1)
 	}
 }

@@ -20,7 +20,7 @@ const ScopeName = "github.com/go-redis-lock/redislock/redislockotel"
 const (
 	AttrMode    = attribute.Key("redislock.mode")    // blocking, try
 	AttrResult  = attribute.Key("redislock.result")  // a redislock.Outcome
-	AttrReason  = attribute.Key("redislock.reason")  // a redislock.Reason
+	AttrReason  = attribute.Key("redislock.reason")  // why a hold ended: "" (released), or the redislock.Outcome of its loss
 	AttrRenewal = attribute.Key("redislock.renewal") // auto, manual
 	AttrCause   = attribute.Key("redislock.cause")   // signal, timeout
 	AttrName    = attribute.Key("redislock.name")    // the lock's name, with WithLockName
@@ -166,11 +166,11 @@ func NewObserver(opts ...Option) (*redislock.Observer, error) {
 				add(renewal(m), AttrResult.String(string(r)))
 			}
 		}
-		for _, c := range []redislock.WakeCause{redislock.WakeSignal, redislock.WakeTimeout} {
-			add(AttrCause.String(string(c)))
+		for _, w := range []bool{true, false} {
+			add(cause(w))
 		}
-		for _, r := range []redislock.Reason{"", redislock.ReasonExpired, redislock.ReasonTakenOver, redislock.ReasonUnreachable, redislock.ReasonMaxHold, redislock.ReasonNotExpirable, redislock.ReasonAbandoned, redislock.ReasonOther} {
-			add(AttrReason.String(string(r)))
+		for _, r := range []redislock.Outcome{redislock.OutcomeReleased, redislock.OutcomeExpired, redislock.OutcomeTakenOver, redislock.OutcomeUnreachable, redislock.OutcomeMaxHold, redislock.OutcomeNotExpirable, redislock.OutcomeAbandoned, redislock.OutcomeError} {
+			add(reason(r))
 		}
 	}
 	return &redislock.Observer{
@@ -197,7 +197,7 @@ func first(err, e error) error {
 // place.
 type spanKey struct{ o *observer }
 
-func (o *observer) start(ctx context.Context, name string, in redislock.LockRef, attrs ...attribute.KeyValue) context.Context {
+func (o *observer) start(ctx context.Context, name string, in redislock.Event, attrs ...attribute.KeyValue) context.Context {
 	attrs = append(attrs, AttrName.String(in.Name), AttrKey.String(in.Key))
 	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return context.WithValue(ctx, spanKey{o}, span)
@@ -218,7 +218,7 @@ func (o *observer) end(ctx context.Context, result string, err error, attrs ...a
 
 // set returns the measurement option for the attributes a and b (either
 // may be the zero KeyValue: none), with the lock's name when asked.
-func (o *observer) set(in redislock.LockRef, a, b attribute.KeyValue) metric.MeasurementOption {
+func (o *observer) set(in redislock.Event, a, b attribute.KeyValue) metric.MeasurementOption {
 	if opt, ok := o.sets[attrPair{a, b}]; ok {
 		return opt
 	}
@@ -243,6 +243,22 @@ func mode(blocking bool) attribute.KeyValue {
 	return AttrMode.String("try")
 }
 
+// cause is a wake-up's: a release's signal, or the end of its slice.
+func cause(woken bool) attribute.KeyValue {
+	if woken {
+		return AttrCause.String("signal")
+	}
+	return AttrCause.String("timeout")
+}
+
+// reason is why a hold with outcome o ended: "" when it was released.
+func reason(o redislock.Outcome) attribute.KeyValue {
+	if o == redislock.OutcomeReleased {
+		return AttrReason.String("")
+	}
+	return AttrReason.String(string(o))
+}
+
 func renewal(auto bool) attribute.KeyValue {
 	if auto {
 		return AttrRenewal.String("auto")
@@ -251,16 +267,16 @@ func renewal(auto bool) attribute.KeyValue {
 }
 
 // AcquireStart opens the span redislock.acquire.
-func (o *observer) AcquireStart(ctx context.Context, e redislock.AcquireStartEvent) context.Context {
-	return o.start(ctx, "redislock.acquire", e.LockRef, mode(e.Blocking))
+func (o *observer) AcquireStart(ctx context.Context, e redislock.Event) context.Context {
+	return o.start(ctx, "redislock.acquire", e, mode(e.Blocking))
 }
 
 // AcquireEnd records redislock.acquire.duration and, for a hold that
 // starts, redislock.held.
-func (o *observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) {
-	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.set(e.LockRef, mode(e.Blocking), AttrResult.String(string(e.Outcome))))
+func (o *observer) AcquireEnd(ctx context.Context, e redislock.Event) {
+	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.set(e, mode(e.Blocking), AttrResult.String(string(e.Outcome))))
 	if e.Outcome == redislock.OutcomeAcquired {
-		o.held.Add(ctx, 1, o.set(e.LockRef, none, none))
+		o.held.Add(ctx, 1, o.set(e, none, none))
 		o.end(ctx, string(e.Outcome), e.Err, AttrToken.Int64(e.Token))
 		return
 	}
@@ -268,43 +284,43 @@ func (o *observer) AcquireEnd(ctx context.Context, e redislock.AcquireEndEvent) 
 }
 
 // Wakeup counts redislock.wakeups.
-func (o *observer) Wakeup(ctx context.Context, e redislock.WakeupEvent) {
-	o.wakeups.Add(ctx, 1, o.set(e.LockRef, AttrCause.String(string(e.Cause)), none))
+func (o *observer) Wakeup(ctx context.Context, e redislock.Event) {
+	o.wakeups.Add(ctx, 1, o.set(e, cause(e.Woken), none))
 }
 
 // ReleaseStart opens the span redislock.release.
-func (o *observer) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
-	return o.start(ctx, "redislock.release", e.LockRef)
+func (o *observer) ReleaseStart(ctx context.Context, e redislock.Event) context.Context {
+	return o.start(ctx, "redislock.release", e)
 }
 
 // ReleaseEnd ends it.
-func (o *observer) ReleaseEnd(ctx context.Context, e redislock.ReleaseEndEvent) {
+func (o *observer) ReleaseEnd(ctx context.Context, e redislock.Event) {
 	o.end(ctx, string(e.Outcome), e.Err)
 }
 
 // ExtendStart opens the span redislock.extend.
-func (o *observer) ExtendStart(ctx context.Context, e redislock.ExtendStartEvent) context.Context {
-	return o.start(ctx, "redislock.extend", e.LockRef, renewal(e.Auto))
+func (o *observer) ExtendStart(ctx context.Context, e redislock.Event) context.Context {
+	return o.start(ctx, "redislock.extend", e, renewal(e.Auto))
 }
 
 // ExtendEnd counts redislock.extend and ends the span.
-func (o *observer) ExtendEnd(ctx context.Context, e redislock.ExtendEndEvent) {
-	o.extend.Add(ctx, 1, o.set(e.LockRef, renewal(e.Auto), AttrResult.String(string(e.Outcome))))
+func (o *observer) ExtendEnd(ctx context.Context, e redislock.Event) {
+	o.extend.Add(ctx, 1, o.set(e, renewal(e.Auto), AttrResult.String(string(e.Outcome))))
 	o.end(ctx, string(e.Outcome), e.Err)
 }
 
 // HoldEnd records redislock.hold.duration and redislock.held, and counts
 // redislock.lost for a loss.
-func (o *observer) HoldEnd(e redislock.HoldEndEvent) {
+func (o *observer) HoldEnd(e redislock.Event) {
 	ctx := context.Background()
-	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
-	o.held.Add(ctx, -1, o.set(e.LockRef, none, none))
-	if e.Reason != "" {
-		o.lost.Add(ctx, 1, o.set(e.LockRef, AttrReason.String(string(e.Reason)), none))
+	o.holdDur.Record(ctx, e.Held.Seconds(), o.set(e, reason(e.Outcome), none))
+	o.held.Add(ctx, -1, o.set(e, none, none))
+	if e.Outcome != redislock.OutcomeReleased {
+		o.lost.Add(ctx, 1, o.set(e, reason(e.Outcome), none))
 	}
 }
 
 // WatchRefused counts redislock.watch.refused.
-func (o *observer) WatchRefused(e redislock.WatchRefusedEvent) {
-	o.refused.Add(context.Background(), 1, o.set(e.LockRef, none, none))
+func (o *observer) WatchRefused(e redislock.Event) {
+	o.refused.Add(context.Background(), 1, o.set(e, none, none))
 }
