@@ -74,10 +74,10 @@ func (r Report) OK() bool {
 //   - on each replica it can reach (from the master's INFO replication): a
 //     maxmemory-policy other than noeviction (Problem: a failover promotes
 //     it), and a clock that differs from its master's by more than
-//     MaxClockSkew (Warning: after a failover to it, a replica behind
+//     500 ms (Warning: after a failover to it, a replica behind
 //     issues fencing tokens below those already granted, and one ahead
 //     expires every lock early, since expires replicate as absolute times);
-//   - a Redis older than MinRedisVersion (SeverityProblem);
+//   - a Redis older than 6.0 (SeverityProblem);
 //   - tracking-table-max-keys, unless 0 (no limit) (SeverityInfo): with more held
 //     locks than that, the key watch reads each again about once a second;
 //   - no persistence (SeverityInfo): a restart frees every lock;
@@ -237,9 +237,9 @@ func checkConfig(ctx context.Context, node redis.UniversalClient, add addFinding
 		add(SeverityInfo, "tracking-table-max-keys is %s: with more locks held at once (by every client of the server that tracks keys), the server evicts keys from its tracking table, and the key watch reads each again about once a second, seeing a loss up to a second late; 0 is no limit", n)
 	}
 	if server, err := node.Info(ctx, "server").Result(); err != nil {
-		add(SeverityWarning, "could not read INFO server (%v): make sure Redis is %s or later", err, MinRedisVersion)
-	} else if v := infoFields(server)["redis_version"]; !versionAtLeast(v, MinRedisVersion) {
-		add(SeverityProblem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, MinRedisVersion)
+		add(SeverityWarning, "could not read INFO server (%v): make sure Redis is %s or later", err, minRedisVersion)
+	} else if v := infoFields(server)["redis_version"]; !versionAtLeast(v, minRedisVersion) {
+		add(SeverityProblem, "Redis %s is too old: waiting acquires need fractional BLPOP timeouts, and List and ResetAll need SCAN TYPE (both Redis %s)", v, minRedisVersion)
 	}
 }
 
@@ -276,12 +276,12 @@ func checkReplication(ctx context.Context, node redis.UniversalClient, ack repli
 	}
 }
 
-// MinRedisVersion is the oldest Redis the library works with: waiting
+// minRedisVersion is the oldest Redis the library works with: waiting
 // sends BLPOP with fractional timeouts, and List and ResetAll SCAN with
 // TYPE, both from Redis 6.0. (Redis before 7.0.8 read a BLPOP timeout
 // below 1 ms as "block forever", redis#11687; the library never sends
 // one.)
-const MinRedisVersion = "6.0.0"
+const minRedisVersion = "6.0.0"
 
 // versionAtLeast reports whether the dotted version v is at least min. An
 // unparsable v counts as new enough: forks and proxies report their own.

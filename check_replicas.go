@@ -11,12 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxClockSkew is how far apart Check lets the clocks of a master and of
+// maxClockSkew is how far apart Check lets the clocks of a master and of
 // its replica be before it warns. Fencing tokens are at least the server's
 // clock, and Redis replicates expires as absolute times: a replica whose
 // clock is behind issues, once promoted, tokens below those its master
 // granted, and one whose clock is ahead expires every lock early.
-const MaxClockSkew = 500 * time.Millisecond
+const maxClockSkew = 500 * time.Millisecond
 
 // checkReplicas inspects each replica the master at addr reports in INFO
 // replication, over a connection of its own with the master's options.
@@ -78,9 +78,9 @@ func checkReplica(ctx context.Context, master *redis.Client, addr, raddr string)
 		return fs
 	}
 	switch skew := (ro - mo).Round(time.Millisecond); {
-	case skew > MaxClockSkew:
+	case skew > maxClockSkew:
 		add(SeverityWarning, "clock %v ahead of its master %s: after a failover to it, locks expire %v early (expires replicate as absolute times) and a second owner may get in; synchronise the clocks", skew, addr, skew)
-	case skew < -MaxClockSkew:
+	case skew < -maxClockSkew:
 		add(SeverityWarning, "clock %v behind its master %s: after a failover to it, fencing tokens may go back by up to that much, below tokens already granted; synchronise the clocks", -skew, addr)
 	}
 	return fs

@@ -91,12 +91,6 @@ var (
 
 	// ErrReleased is returned by Err after Release ended the hold.
 	ErrReleased = hold.ErrReleased
-
-	// ErrAlreadyStarted means a second auto-renewal was about to start for
-	// one hold (Python's AlreadyStarted). Acquire returns it, and releases
-	// what it took, rather than run two renewal goroutines; a Lock holds one
-	// acquisition at a time, so seeing it means a bug in this package.
-	ErrAlreadyStarted = hold.ErrAlreadyStarted
 )
 
 // ErrInvalidArgument is matched, under errors.Is, by every error for bad

@@ -105,3 +105,6 @@ var (
 	ErrInvalidDuration     = errInvalidDuration
 	ErrInvalidSafetyMargin = errInvalidSafetyMargin
 )
+
+// MinRedisVersionForTest is the oldest Redis the library works with.
+const MinRedisVersionForTest = minRedisVersion

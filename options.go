@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultSignalExpire is how long the wake-up signal of a released lock
+// defaultSignalExpire is how long the wake-up signal of a released lock
 // stays in Redis when no WithSignalExpire is given. It is python-redis-lock's
 // default (1000 ms).
-const DefaultSignalExpire = time.Second
+const defaultSignalExpire = time.Second
 
 // An Option configures a Lock in New (and the key scheme in ResetAll).
 // Options are checked by New, which returns an error wrapping
@@ -74,7 +74,7 @@ func (c *config) refuse(call string, ignored func(name string) bool) error {
 const DefaultExpire = 30 * time.Second
 
 func newConfig(opts []Option) config {
-	c := config{signalExpire: DefaultSignalExpire, prefix: DefaultKeyPrefix}
+	c := config{signalExpire: defaultSignalExpire, prefix: DefaultKeyPrefix}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&c)
@@ -162,7 +162,7 @@ func WithID(id string) Option {
 
 // WithSignalExpire sets how long the wake-up signal pushed by a release
 // stays in Redis when no waiter takes it (Python's signal_expire). The
-// default is DefaultSignalExpire (1 s). A value below 1ms makes New return
+// default is 1 s, python-redis-lock's. A value below 1ms makes New return
 // an error matching ErrInvalidArgument. The woken waiter's turn (see the README's Mixed
 // fleets) is 100 ms, or the signal expire when that is shorter.
 func WithSignalExpire(d time.Duration) Option {
@@ -225,7 +225,7 @@ func WithMaxHold(d time.Duration) Option {
 // waits for the fence key too: the same script writes it), or else when
 // its clock is not behind its old master's by more than the time between
 // that token's grant and the failover: keep master and replica clocks in
-// sync (Check warns at MaxClockSkew). The default is no fencing, and no
+// sync (Check warns beyond 500 ms). The default is no fencing, and no
 // fence key is written.
 func WithFencing() Option {
 	return func(c *config) { c.mark("WithFencing"); c.fencing = true }
@@ -268,7 +268,7 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // that a holder whose renewals fail has d to stop its work while the lock
 // is still its own. Renewals run every two thirds of the expire less d.
 //
-// The default is DefaultSafetyMargin of the expire: 1% of it plus 2 ms,
+// The default is 1% of the expire plus 2 ms,
 // Redlock's allowance for clock drift, at most half the expire. A value
 // below 0 or above half the expire, or any value on a Lock without
 // expire, makes New return an error matching ErrInvalidArgument.
@@ -276,10 +276,10 @@ func WithSafetyMargin(d time.Duration) Option {
 	return func(c *config) { c.mark("WithSafetyMargin"); c.margin, c.marginGiven = d, true }
 }
 
-// DefaultSafetyMargin is the safety margin of a Lock with the given expire
+// defaultSafetyMargin is the safety margin of a Lock with the given expire
 // when no WithSafetyMargin is given: expire/100 + 2ms, at most expire/2;
 // 0 for a lock without expire.
-func DefaultSafetyMargin(expire time.Duration) time.Duration {
+func defaultSafetyMargin(expire time.Duration) time.Duration {
 	if expire <= 0 {
 		return 0
 	}
@@ -343,7 +343,7 @@ func (c *config) validate() error {
 		return err
 	}
 	if !c.marginGiven {
-		c.margin = DefaultSafetyMargin(c.expire)
+		c.margin = defaultSafetyMargin(c.expire)
 	}
 	if !c.idGiven {
 		c.id = newOwnerID()

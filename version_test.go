@@ -64,8 +64,8 @@ func TestCheckServerVersion(t *testing.T) {
 			t.Errorf("Check() of Redis %q: first finding %q does not name the version", tc.version, r[0])
 		}
 	}
-	if redislock.MinRedisVersion != "6.0.0" {
-		t.Fatalf("MinRedisVersion = %q; README states 6.0", redislock.MinRedisVersion)
+	if redislock.MinRedisVersionForTest != "6.0.0" {
+		t.Fatalf("minRedisVersion = %q; README states 6.0", redislock.MinRedisVersionForTest)
 	}
 }
 

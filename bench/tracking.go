@@ -56,7 +56,7 @@ func (r renewalCost) perRenewal(n int64) float64 {
 // the default safety margin: two thirds of the expire less the margin
 // (see redislock.WithAutoRenewal).
 func renewalEvery(expire time.Duration) time.Duration {
-	return (expire - redislock.DefaultSafetyMargin(expire)) * 2 / 3
+	return (expire - (expire/100 + 2*time.Millisecond)) * 2 / 3
 }
 
 // renewalCommands holds n locks on one client, with expire and
