@@ -647,7 +647,7 @@ func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
 		w2 := mustRWMutex(t, c, "cfg")
 		got := make(chan error, 1)
 		go func() { got <- w2.Lock(ctx) }()
-		waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+		waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -672,10 +672,10 @@ func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
 		r := mustRWMutex(t, c, "cfg")
 		rgot := make(chan error, 1)
 		go func() { rgot <- r.RLock(ctx) }()
-		waitInfo(t, ctx, w1, "the reader registered", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+		waitInfo(t, ctx, w1, "the reader registered", func(i rwInfo) bool { return i.WaitingReaders == 1 })
 		wgot := make(chan error, 1)
 		go func() { wgot <- w2.Lock(ctx) }()
-		waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+		waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -742,7 +742,7 @@ func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
 	within(t, 10*time.Second, "the second reader queues behind the first", func() bool { return redislock.QueuedWaiters() == 2 })
 	wl := make(chan error, 1)
 	go func() { wl <- w2.Lock(ctx) }()
-	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 	cancel()
 	if err := <-q; !errors.Is(err, context.Canceled) {
 		t.Fatalf("quitter's RLock() = %v, want Canceled", err)
@@ -751,7 +751,7 @@ func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
 	if err := w1.Unlock(ctx); err != nil { // the abandoned BLPOP takes the readers' signal, its try comes in
 		t.Fatal(err)
 	}
-	waitInfo(t, ctx, w1, "the abandoned wait's try came in", func(i redislock.RWInfo) bool {
+	waitInfo(t, ctx, w1, "the abandoned wait's try came in", func(i rwInfo) bool {
 		return len(i.Readers) == 1 && i.Readers[0].ID == quitter.ID()
 	})
 	open() // the abandoned wait ends: its read is released

@@ -388,7 +388,7 @@ func ExampleSemaphore() {
 	// Output: at most 2 inside at once
 }
 
-// A full semaphore: TryAcquire says so at once; Holders lists who holds.
+// A full semaphore: TryAcquire says so at once; Status lists who holds.
 func ExampleSemaphore_TryAcquire() {
 	client, closeAll := newExampleClient()
 	defer closeAll()
@@ -402,8 +402,8 @@ func ExampleSemaphore_TryAcquire() {
 	defer p.Release(ctx)
 	_, err = exports.TryAcquire(ctx)
 	fmt.Println("busy:", errors.Is(err, redislock.ErrLocked))
-	holders, size, _ := exports.Holders(ctx)
-	fmt.Println("size", size, "held by the permit:", holders[0].ID == p.ID())
+	st, _ := exports.Status(ctx)
+	fmt.Println("size", st.Holders[0].Size, "held by the permit:", st.Holders[0].Owner == p.ID())
 	// Output:
 	// busy: true
 	// size 1 held by the permit: true

@@ -81,14 +81,13 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	if err == nil {
 		err = eachSemaphore(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
 			keys, _ := ks.SemKeys(name)
-			holders, size, err := readHolders(ctx, client, keys)
+			holders, err := readHolders(ctx, client, name, keys)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			for _, h := range holders {
-				infos[string(KindSemaphore)+"\x00"+name+"\x00"+h.ID] = LockInfo{
-					Name: name, Key: keys[0], Owner: h.ID, TTL: h.TTL, Kind: KindSemaphore, Size: size}
+				infos[string(KindSemaphore)+"\x00"+name+"\x00"+h.Owner] = h
 			}
 			mu.Unlock()
 			return nil
@@ -97,16 +96,13 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	if err == nil {
 		err = eachRWMutex(ctx, client, ks, namePattern, func(ctx context.Context, name string) error {
 			keys, _ := ks.RWKeys(name)
-			rw, err := readRWInfo(ctx, client, keys)
+			rw, err := readRWInfo(ctx, client, name, keys)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
-			if rw.Writer != "" {
-				infos[string(KindWriter)+"\x00"+name] = LockInfo{Name: name, Key: keys[0], Owner: rw.Writer, TTL: rw.WriterTTL, Kind: KindWriter}
-			}
-			for _, h := range rw.Readers {
-				infos[string(KindReader)+"\x00"+name+"\x00"+h.ID] = LockInfo{Name: name, Key: keys[2], Owner: h.ID, TTL: h.TTL, Kind: KindReader}
+			for _, h := range rw.Holders {
+				infos[string(h.Kind)+"\x00"+name+"\x00"+h.Owner] = h
 			}
 			mu.Unlock()
 			return nil
@@ -122,14 +118,31 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 	return list, nil
 }
 
-// Info reads who holds the lock and for how long, in one round trip. held
-// is false, and info has only Name and Key, when the lock is free.
-func (l *Lock) Info(ctx context.Context) (info LockInfo, held bool, err error) {
-	info, held, err = readInfo(ctx, l.client, l.name, l.keys[0])
+// A Status is who holds a Lock, a Semaphore or an RWMutex, and who waits
+// for it, as their Status method reads it in one round trip.
+type Status struct {
+	// Holders are its holds, each as List describes one: a Lock's owner
+	// (none while it is free), a Semaphore's permits, an RWMutex's writer
+	// or readers.
+	Holders []LockInfo
+	// An RWMutex's waiters (0 for the others): writers registered as
+	// waiting (new readers wait behind them), readers registered as
+	// waiting, and readers a writer's release let in ahead of the waiting
+	// writers that have not all come in yet (no writer gets in until
+	// they have). Each reader count stands for one client's readers.
+	WaitingWriters, WaitingReaders, AdmittedReaders int
+}
+
+// Status reads who holds the lock and for how long, in one round trip.
+func (l *Lock) Status(ctx context.Context) (Status, error) {
+	info, held, err := readInfo(ctx, l.client, l.name, l.keys[0])
 	if err != nil {
-		return info, false, l.wrap(fmt.Errorf("info: %w", err))
+		return Status{}, l.wrap(fmt.Errorf("status: %w", err))
 	}
-	return info, held, nil
+	if !held {
+		return Status{}, nil
+	}
+	return Status{Holders: []LockInfo{info}}, nil
 }
 
 // readInfo reads the owner and TTL of the lock key of name on node.

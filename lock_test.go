@@ -690,17 +690,22 @@ func TestNonUTF8Prefix(t *testing.T) {
 	}
 }
 
-func TestInfo(t *testing.T) {
+// Status of a Lock: no holder while it is free; its owner, for how
+// long, as List describes it, while held.
+func TestLockStatus(t *testing.T) {
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
-		if info, held, err := l.Info(ctx); err != nil || held || info.Key != "lock:job" || info.Owner != "" {
-			t.Fatalf("Info() of a free lock = %+v, %v, %v", info, held, err)
+		if st, err := l.Status(ctx); err != nil || len(st.Holders) != 0 {
+			t.Fatalf("Status() of a free lock = %+v, %v; want no holder", st, err)
 		}
 		mustAcquire(t, ctx, l)
-		info, held, err := l.Info(ctx)
-		if err != nil || !held || info.Owner != l.ID() || info.TTL <= 50*time.Second || info.Name != "job" {
-			t.Fatalf("Info() of a held lock = %+v, %v, %v", info, held, err)
+		st, err := l.Status(ctx)
+		if err != nil || len(st.Holders) != 1 {
+			t.Fatalf("Status() of a held lock = %+v, %v; want one holder", st, err)
+		}
+		if h := st.Holders[0]; h.Owner != l.ID() || h.TTL <= 50*time.Second || h.Name != "job" || h.Key != "lock:job" || h.Kind != redislock.KindLock {
+			t.Fatalf("Status() of a held lock: holder %+v; want this Lock's id, about a minute, lock:job", h)
 		}
 	})
 }

@@ -164,10 +164,6 @@ func (rw *RWMutex) ID() string { return rw.w.ownerID() }
 // Key returns the writer key: it holds the writer's id while one holds.
 func (rw *RWMutex) Key() string { return rw.w.keys[0] }
 
-// ReadersKey returns the key of the readers: a sorted set of reader ids,
-// each scored by its expiry in milliseconds of the server's clock.
-func (rw *RWMutex) ReadersKey() string { return rw.r.keys[0] }
-
 // Lock takes the mutex for writing, waiting as long as ctx allows while
 // readers or another writer hold it; while it waits, new readers wait too.
 // Goroutines that share rw take turns at the write hold as at a Lock's

@@ -34,13 +34,13 @@ func behindWriter(t *testing.T, ctx context.Context, latency time.Duration) (*re
 }
 
 // waitInfo polls rw's Info until ok accepts it, failing t after 3 s.
-func waitInfo(t *testing.T, ctx context.Context, rw *rwParticipant, what string, ok func(redislock.RWInfo) bool) {
+func waitInfo(t *testing.T, ctx context.Context, rw *rwParticipant, what string, ok func(rwInfo) bool) {
 	t.Helper()
 	waitInfoWithin(t, ctx, rw, 3*time.Second, what, ok)
 }
 
 // waitInfoWithin is waitInfo failing after d.
-func waitInfoWithin(t *testing.T, ctx context.Context, rw *rwParticipant, d time.Duration, what string, ok func(redislock.RWInfo) bool) {
+func waitInfoWithin(t *testing.T, ctx context.Context, rw *rwParticipant, d time.Duration, what string, ok func(rwInfo) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); ; {
 		info, err := rw.Info(ctx)
@@ -87,7 +87,7 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 	// but less than B's 2 s slice, after which its next try would
 	// register it again and hide a registration taken back by mistake.)
 	waitInfoWithin(t, ctx, w1, 1500*time.Millisecond, "after A's take-back, B still registered",
-		func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+		func(i rwInfo) bool { return i.WaitingReaders == 1 })
 	w2 := mustRWMutex(t, s.Client(), "cfg")
 	go func() {
 		if err := w2.Lock(ctx); err != nil {
@@ -96,7 +96,7 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 		got <- in{"W2", time.Now()}
 		w2.Unlock(ctx)
 	}()
-	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 	w1.Unlock(ctx)
 	first, second := <-got, <-got
 	t.Logf("after W1's Unlock: %s, then %s %v later", first.who, second.who, second.at.Sub(first.at))
@@ -146,10 +146,10 @@ func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
 	for _, side := range []struct {
 		name      string
 		try, wait func(rw *rwParticipant, ctx context.Context) error
-		waiting   func(redislock.RWInfo) int
+		waiting   func(rwInfo) int
 	}{
-		{"reader", (*rwParticipant).TryRLock, (*rwParticipant).RLock, func(i redislock.RWInfo) int { return i.WaitingReaders }},
-		{"writer", (*rwParticipant).TryLock, (*rwParticipant).Lock, func(i redislock.RWInfo) int { return i.WaitingWriters }},
+		{"reader", (*rwParticipant).TryRLock, (*rwParticipant).RLock, func(i rwInfo) int { return i.WaitingReaders }},
+		{"writer", (*rwParticipant).TryLock, (*rwParticipant).Lock, func(i rwInfo) int { return i.WaitingWriters }},
 	} {
 		t.Run(side.name, func(t *testing.T) {
 			s := redistest.Start(t)
@@ -209,7 +209,7 @@ func TestRWMutexManySharedReadersBeforeTheNextWriter(t *testing.T) {
 		}()
 	}
 	w2 := mustRWMutex(t, s.Client(), "cfg")
-	waitInfo(t, ctx, w1, "the readers registered", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+	waitInfo(t, ctx, w1, "the readers registered", func(i rwInfo) bool { return i.WaitingReaders == 1 })
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -222,7 +222,7 @@ func TestRWMutexManySharedReadersBeforeTheNextWriter(t *testing.T) {
 		mu.Unlock()
 		w2.Unlock(ctx)
 	}()
-	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 	start := time.Now()
 	w1.Unlock(ctx)
 	wg.Wait()

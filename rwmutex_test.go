@@ -91,6 +91,54 @@ func (r *rwParticipant) RUnlock(ctx context.Context) error {
 	return p.Release(ctx)
 }
 
+// rwInfo is an RWMutex's Status as its protocol tests read it: the
+// writer, the readers, and the waiters.
+type rwInfo struct {
+	Writer                                          string
+	WriterTTL                                       time.Duration
+	Readers                                         []holder
+	WaitingWriters, WaitingReaders, AdmittedReaders int
+}
+
+// holder is one holder of a Status: its id and time left.
+type holder struct {
+	ID  string
+	TTL time.Duration
+}
+
+// Info is the RWMutex's Status, as an rwInfo.
+func (r *rwParticipant) Info(ctx context.Context) (rwInfo, error) {
+	st, err := r.Status(ctx)
+	if err != nil {
+		return rwInfo{}, err
+	}
+	in := rwInfo{WaitingWriters: st.WaitingWriters, WaitingReaders: st.WaitingReaders, AdmittedReaders: st.AdmittedReaders}
+	for _, h := range st.Holders {
+		if h.Kind == redislock.KindWriter {
+			in.Writer, in.WriterTTL = h.Owner, h.TTL
+		} else {
+			in.Readers = append(in.Readers, holder{h.Owner, h.TTL})
+		}
+	}
+	return in, nil
+}
+
+// semHolders is a Semaphore's Status as its tests read it: each holder's
+// id and time left, and the size they use (0 when nobody holds).
+func semHolders(ctx context.Context, s *redislock.Semaphore) ([]holder, int, error) {
+	st, err := s.Status(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var hs []holder
+	size := 0
+	for _, h := range st.Holders {
+		hs = append(hs, holder{h.Owner, h.TTL})
+		size = h.Size
+	}
+	return hs, size, nil
+}
+
 // last returns the read permit when the last hold taken was a read.
 func (r *rwParticipant) last() *redislock.Permit {
 	r.mu.Lock()
@@ -789,7 +837,7 @@ func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
 	r1, r2 := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
 	first := make(chan error, 1)
 	go func() { first <- r1.RLock(ctx) }()
-	waitInfo(t, ctx, w, "the first reader waits", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+	waitInfo(t, ctx, w, "the first reader waits", func(i rwInfo) bool { return i.WaitingReaders == 1 })
 	p.SetLatency(100 * time.Millisecond)
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -871,7 +919,7 @@ func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
 		}()
 	}
 	started.Wait()
-	waitInfo(t, ctx, w1, "the readers registered", func(i redislock.RWInfo) bool { return i.WaitingReaders == 1 })
+	waitInfo(t, ctx, w1, "the readers registered", func(i rwInfo) bool { return i.WaitingReaders == 1 })
 	got := make(chan int64, 1)
 	go func() {
 		if err := w2.Lock(ctx); err != nil {
@@ -882,7 +930,7 @@ func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
 		got <- in.Load()
 		w2.Unlock(ctx)
 	}()
-	waitInfo(t, ctx, w1, "W2 registered", func(i redislock.RWInfo) bool { return i.WaitingWriters == 1 })
+	waitInfo(t, ctx, w1, "W2 registered", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 	if err := w1.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,7 @@ func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 		{"Extend", func(*testing.T) error { return other.Extend(ctx, time.Hour) }, false},
 		{"Locked", func(*testing.T) error { _, err := other.Locked(ctx); return err }, false},
 		{"OwnerID", func(*testing.T) error { _, err := other.OwnerID(ctx); return err }, false},
-		{"Info", func(*testing.T) error { _, _, err := other.Info(ctx); return err }, false},
+		{"Status", func(*testing.T) error { _, err := other.Status(ctx); return err }, false},
 		{"Guard", func(*testing.T) error {
 			return other.Guard(ctx, func(p redis.Pipeliner) error { return p.Del(ctx, "lock:job").Err() })
 		}, false},

@@ -222,54 +222,50 @@ func (p *Permit) Token() int64 { return p.token() }
 func (p *Permit) ID() string { return p.ownerID() }
 
 // Key returns the Redis key of the holders it is one of: Semaphore.Key,
-// or RWMutex.ReadersKey.
+// or an RWMutex's readers key (a sorted set of reader ids, each scored by
+// its expiry in milliseconds of the server's clock).
 func (p *Permit) Key() string { return p.keys[0] }
 
-// A Holder is one holder of a semaphore's permit.
-type Holder struct {
-	ID  string        // its owner id
-	TTL time.Duration // how long its permit has left, on the server's clock
-}
-
-// Holders returns who holds a permit of the semaphore, earliest expiry
-// first, in one round trip, and the size they use (0 when nobody holds).
+// Status reads who holds a permit of the semaphore, earliest expiry
+// first, in one round trip: a LockInfo each, with the size they use.
 // Expired holders are dropped on the way, as every script of the
 // semaphore does.
-func (s *Semaphore) Holders(ctx context.Context) (holders []Holder, size int, err error) {
-	holders, size, err = readHolders(ctx, s.client, s.keys)
+func (s *Semaphore) Status(ctx context.Context) (Status, error) {
+	holders, err := readHolders(ctx, s.client, s.name, s.keys)
 	if err != nil {
-		return nil, 0, s.wrap(fmt.Errorf("holders: %w", err))
+		return Status{}, s.wrap(fmt.Errorf("status: %w", err))
 	}
-	return holders, size, nil
+	return Status{Holders: holders}, nil
 }
 
-// readHolders runs the holders script on the semaphore keys.
-func readHolders(ctx context.Context, client redis.UniversalClient, keys []string) ([]Holder, int, error) {
+// readHolders runs the holders script on the keys of the semaphore name.
+func readHolders(ctx context.Context, client redis.UniversalClient, name string, keys []string) ([]LockInfo, error) {
 	var vals []any
 	err := topology.Do(ctx, client, func() (err error) {
 		vals, err = wire.SemHolders.Run(ctx, client, []string{keys[0], keys[2]}).Slice()
 		return err
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if len(vals)%2 != 1 {
-		return nil, 0, wire.ErrBadReply
+		return nil, wire.ErrBadReply
 	}
 	size, ok := vals[0].(int64)
 	if !ok {
-		return nil, 0, wire.ErrBadReply
+		return nil, wire.ErrBadReply
 	}
-	holders := make([]Holder, 0, len(vals)/2)
+	holders := make([]LockInfo, 0, len(vals)/2)
 	for i := 1; i+1 < len(vals); i += 2 {
 		id, ok1 := vals[i].(string)
 		ms, ok2 := vals[i+1].(int64)
 		if !ok1 || !ok2 {
-			return nil, 0, wire.ErrBadReply
+			return nil, wire.ErrBadReply
 		}
-		holders = append(holders, Holder{ID: id, TTL: time.Duration(ms) * time.Millisecond})
+		holders = append(holders, LockInfo{Name: name, Key: keys[0], Owner: id,
+			TTL: time.Duration(ms) * time.Millisecond, Kind: KindSemaphore, Size: int(size)})
 	}
-	return holders, int(size), nil
+	return holders, nil
 }
 
 // Reset drops every holder of the semaphore, whoever holds, and wakes one

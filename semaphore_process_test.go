@@ -271,7 +271,7 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 			if !tc.broken && !strings.Contains(report, "not held by this owner") {
 				t.Fatalf("holder's Release after the loss: %q, want ErrNotAcquired", report)
 			}
-			holders, _, err := nextSem.Holders(ctx)
+			holders, _, err := semHolders(ctx, nextSem)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,16 +54,16 @@ func TestSemaphoreBasics(t *testing.T) {
 		if p, err := sem.TryAcquire(ctx); p != nil || !errors.Is(err, redislock.ErrLocked) {
 			t.Fatalf("TryAcquire with both permits held = %v, %v; want nil, ErrLocked", p, err)
 		}
-		holders, size, err := sem.Holders(ctx)
-		if err != nil || size != 2 || len(holders) != 2 {
-			t.Fatalf("Holders = %v, %d, %v; want 2 holders of size 2", holders, size, err)
+		st, err := sem.Status(ctx)
+		if err != nil || len(st.Holders) != 2 || st.WaitingWriters+st.WaitingReaders+st.AdmittedReaders != 0 {
+			t.Fatalf("Status = %+v, %v; want 2 holders and no waiters", st, err)
 		}
-		for _, h := range holders {
-			if h.TTL <= 9*time.Second || h.TTL > 10*time.Second {
-				t.Fatalf("holder %s has TTL %v; want about 10s", h.ID, h.TTL)
+		for _, h := range st.Holders {
+			if h.TTL <= 9*time.Second || h.TTL > 10*time.Second || h.Size != 2 || h.Kind != redislock.KindSemaphore || h.Key != sem.Key() || h.Name != "pool" {
+				t.Fatalf("holder %+v; want about 10s left, size 2, the semaphore's key", h)
 			}
-			if h.ID != permits[0].ID() && h.ID != permits[1].ID() {
-				t.Fatalf("holder %q is neither permit's id", h.ID)
+			if h.Owner != permits[0].ID() && h.Owner != permits[1].ID() {
+				t.Fatalf("holder %q is neither permit's id", h.Owner)
 			}
 		}
 		select {
@@ -155,7 +155,7 @@ func TestSemaphoreWithIDHoldsOnce(t *testing.T) {
 		if q, err := sem.TryAcquire(ctx); q != nil || !errors.Is(err, redislock.ErrAlreadyAcquired) {
 			t.Fatalf("second TryAcquire under the same id = %v, %v; want ErrAlreadyAcquired", q, err)
 		}
-		if holders, _, _ := sem.Holders(ctx); len(holders) != 1 {
+		if holders, _, _ := semHolders(ctx, sem); len(holders) != 1 {
 			t.Fatalf("holders %v; want worker-7 once", holders)
 		}
 		if err := p.Release(ctx); err != nil {
@@ -220,7 +220,7 @@ func TestSemaphoreSizeMismatch(t *testing.T) {
 				t.Fatalf("acquire with size 3 while size-2 holders hold = %v; want ErrSizeMismatch naming size 2", err)
 			}
 		}
-		holders, size, err := two.Holders(ctx)
+		holders, size, err := semHolders(ctx, two)
 		if err != nil || len(holders) != 1 || size != 2 {
 			t.Fatalf("Holders = %v, %d, %v; want only the size-2 holder", holders, size, err)
 		}
@@ -304,7 +304,7 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 		if err := p.Extend(ctx, 5*time.Second); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
-		holders, _, err := s.Holders(ctx)
+		holders, _, err := semHolders(ctx, s)
 		if err != nil || len(holders) != 1 || holders[0].TTL <= 4*time.Second {
 			t.Fatalf("after Extend(5s): holders %v, %v", holders, err)
 		}
@@ -376,7 +376,7 @@ func TestSemaphoreReset(t *testing.T) {
 		if err := h.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 			t.Fatalf("reset holder's Release = %v; want ErrNotAcquired", err)
 		}
-		if holders, _, _ := ws.Holders(ctx); len(holders) != 1 || holders[0].ID != w.ID() {
+		if holders, _, _ := semHolders(ctx, ws); len(holders) != 1 || holders[0].ID != w.ID() {
 			t.Fatalf("holders after the reset holder's Release: %v; want only the waiter", holders)
 		}
 	})
@@ -434,7 +434,7 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 		if list, _ := redislock.List(ctx, c, "*"); len(list) != 0 {
 			t.Fatalf("List after ResetAll = %v", list)
 		}
-		if holders, _, _ := other.Holders(ctx); len(holders) != 1 {
+		if holders, _, _ := semHolders(ctx, other); len(holders) != 1 {
 			t.Fatalf("ResetAll touched another prefix's semaphore: %v", holders)
 		}
 	})
@@ -503,7 +503,7 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 		if _, err := shortSem.TryAcquire(ctx); err != nil {
 			t.Fatalf("the short holder's permit was not freed at its expire: %v", err)
 		}
-		holders, _, err := longSem.Holders(ctx)
+		holders, _, err := semHolders(ctx, longSem)
 		if err != nil || len(holders) != 2 {
 			t.Fatalf("holders %v, %v; want the long one and the third", holders, err)
 		}

@@ -49,8 +49,8 @@ func TestForceLossAndStealPermit(t *testing.T) {
 		if thief.Token() <= p.Token() {
 			t.Fatalf("thief's token %d not above %d", thief.Token(), p.Token())
 		}
-		if holders, _, _ := sem.Holders(ctx); len(holders) != 1 || holders[0].ID != thief.ID() {
-			t.Fatalf("holders %v; want the thief alone", holders)
+		if st, _ := sem.Status(ctx); len(st.Holders) != 1 || st.Holders[0].Owner != thief.ID() {
+			t.Fatalf("holders %v; want the thief alone", st.Holders)
 		}
 	})
 }

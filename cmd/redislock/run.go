@@ -219,16 +219,16 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			side, lock = "for reading", &rwReader{RWMutex: rw}
 		}
 		busy = func(ctx context.Context) string {
-			info, err := rw.Info(ctx)
+			st, err := rw.Status(ctx)
 			switch {
 			case err != nil:
 				return fmt.Sprintf("reader/writer lock %q is busy %s", name, side)
-			case info.Writer != "":
-				return fmt.Sprintf("reader/writer lock %q is busy %s (a writer holds it: %q)", name, side, info.Writer)
-			case f.shared && info.WaitingWriters > 0:
-				return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it, and a writer waits)", name, side, len(info.Readers))
+			case len(st.Holders) > 0 && st.Holders[0].Kind == redislock.KindWriter:
+				return fmt.Sprintf("reader/writer lock %q is busy %s (a writer holds it: %q)", name, side, st.Holders[0].Owner)
+			case f.shared && st.WaitingWriters > 0:
+				return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it, and a writer waits)", name, side, len(st.Holders))
 			}
-			return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it)", name, side, len(info.Readers))
+			return fmt.Sprintf("reader/writer lock %q is busy %s (%d readers hold it)", name, side, len(st.Holders))
 		}
 	case f.semaphore > 0:
 		sem, err := redislock.NewSemaphore(client, name, f.semaphore, opts...)

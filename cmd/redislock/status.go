@@ -144,52 +144,47 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "status", exitUsage, err)
 	}
-	info, held, err := lock.Info(ctx)
+	ls, err := lock.Status(ctx)
 	if err != nil {
 		return fail(stderr, "status", exitFail, err)
 	}
-	st := freeStatus(info.Name, info.Key)
-	if held {
-		st = heldStatus(info.Name, info.Key, info.Owner, info.TTL)
+	st := freeStatus(lock.Name(), lock.Key())
+	for _, h := range ls.Holders {
+		st = heldStatus(h.Name, h.Key, h.Owner, h.TTL)
 	}
 	text := st.String()
 	// The semaphore of the same name, if it has holders. Its size does
 	// not matter for reading.
 	sem, err := redislock.NewSemaphore(client, pos[0], 1, conn.lockOptions(stderr)...)
 	if err == nil { // a name that cannot be a semaphore's has none
-		holders, size, err := sem.Holders(ctx)
+		ss, err := sem.Status(ctx)
 		if err != nil {
 			return fail(stderr, "status", exitFail, err)
 		}
-		for _, h := range holders {
-			hs := heldStatus(info.Name, sem.Key(), h.ID, h.TTL)
-			hs.Kind, hs.Size = string(redislock.KindSemaphore), size
+		for _, h := range ss.Holders {
+			hs := heldStatus(h.Name, h.Key, h.Owner, h.TTL)
+			hs.Kind, hs.Size = string(h.Kind), h.Size
 			st.SemaphoreHolders = append(st.SemaphoreHolders, hs)
 		}
-		if len(holders) > 0 {
-			text += fmt.Sprintf("\n%s: semaphore of %d, %d held:", shown(info.Name), size, len(holders))
+		if len(ss.Holders) > 0 {
+			text += fmt.Sprintf("\n%s: semaphore of %d, %d held:", shown(pos[0]), ss.Holders[0].Size, len(ss.Holders))
 			for _, h := range st.SemaphoreHolders {
-				text += "\n  " + strings.TrimPrefix(h.String(), shown(info.Name)+": ")
+				text += "\n  " + strings.TrimPrefix(h.String(), shown(pos[0])+": ")
 			}
 		}
 	}
 	if rw, err := redislock.NewRWMutex(client, pos[0], conn.lockOptions(stderr)...); err == nil {
-		info, err := rw.Info(ctx)
+		rs, err := rw.Status(ctx)
 		if err != nil {
 			return fail(stderr, "status", exitFail, err)
 		}
-		if info.Writer != "" {
-			hs := heldStatus(pos[0], rw.Key(), info.Writer, info.WriterTTL)
-			hs.Kind = string(redislock.KindWriter)
-			st.RWMutexHolders = append(st.RWMutexHolders, hs)
-		}
-		for _, h := range info.Readers {
-			hs := heldStatus(pos[0], rw.ReadersKey(), h.ID, h.TTL)
-			hs.Kind = string(redislock.KindReader)
+		for _, h := range rs.Holders {
+			hs := heldStatus(h.Name, h.Key, h.Owner, h.TTL)
+			hs.Kind = string(h.Kind)
 			st.RWMutexHolders = append(st.RWMutexHolders, hs)
 		}
 		if len(st.RWMutexHolders) > 0 {
-			text += fmt.Sprintf("\n%s: reader/writer lock, %d waiting writers, %d waiting readers:", shown(pos[0]), info.WaitingWriters, info.WaitingReaders)
+			text += fmt.Sprintf("\n%s: reader/writer lock, %d waiting writers, %d waiting readers:", shown(pos[0]), rs.WaitingWriters, rs.WaitingReaders)
 			for _, h := range st.RWMutexHolders {
 				text += "\n  " + h.Kind + " " + strings.TrimPrefix(h.String(), shown(pos[0])+": ")
 			}
