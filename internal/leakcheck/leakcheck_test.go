@@ -41,3 +41,16 @@ const pkg = "github.com/go-redis-lock/redislock/internal/leakcheck"
 
 //go:noinline
 func stuckIn(c chan struct{}) { <-c }
+
+// go-redis's dial retries are ignored only beside a rebuilt sentinel's
+// listener: a pool of ours left unclosed, retrying its dials, is a leak.
+func TestDialRetriesAreIgnoredOnlyBesideARebuiltSentinel(t *testing.T) {
+	dial := "goroutine 7 [sleep]:\ntime.Sleep(0x3b9aca00)\n\t/go/src/runtime/time.go:1 +0x1\ngithub.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial(0xc0)\n\t/x/pool.go:1 +0x1\n"
+	listener := "goroutine 9 [chan receive]:\n" + sentinelListener + "(0xc0, 0xc1)\n\t/x/sentinel.go:1 +0x1\n"
+	if sentinelRebuilt(dial) {
+		t.Fatal("a lone dial retry is taken for a rebuilt sentinel's")
+	}
+	if !sentinelRebuilt(dial + "\n" + listener) {
+		t.Fatal("a rebuilt sentinel's listener is not seen")
+	}
+}
