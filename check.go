@@ -60,39 +60,22 @@ func (r Report) OK() bool {
 	return true
 }
 
-// Check inspects the deployment behind client (every master of a cluster)
-// and reports what makes locks unsafe there:
+// Check inspects the deployment behind client (every master, and each
+// replica it can reach) and reports what makes locks unsafe there (see
+// docs/reference.md in the repository):
 //
-//   - a maxmemory-policy other than noeviction (SeverityProblem): Redis may evict a
-//     lock key and another owner then takes the lock;
-//   - a node that is a replica (SeverityProblem): lock writes would fail;
-//   - replicas with no WithReplicaAck among opts (SeverityWarning): a failover may
-//     promote a replica that never got a lock; fewer connected replicas
-//     than WithReplicaAck asks for (SeverityProblem): every acquire would fail;
-//     more replicas than it asks for (SeverityWarning): a failover may promote one
-//     that missed the lock;
-//   - on each replica it can reach (from the master's INFO replication): a
-//     maxmemory-policy other than noeviction (Problem: a failover promotes
-//     it), and a clock that differs from its master's by more than
-//     500 ms (Warning: after a failover to it, a replica behind
-//     issues fencing tokens below those already granted, and one ahead
-//     expires every lock early, since expires replicate as absolute times);
-//   - a Redis older than 6.0 (SeverityProblem);
-//   - tracking-table-max-keys, unless 0 (no limit) (SeverityInfo): with more held
-//     locks than that, the key watch reads each again about once a second;
-//   - no persistence (SeverityInfo): a restart frees every lock;
-//   - whether held keys can be watched (see WithTracking): SeverityInfo when they
-//     can, a SeverityWarning when Redis refuses tracking, a loss then being found
-//     only at the next renewal;
-//   - what it could not read, for instance under an ACL without CONFIG
-//     (SeverityWarning).
+//   - SeverityProblem: a maxmemory-policy other than noeviction (a master's
+//     or a replica's); a node that is a replica; fewer connected replicas
+//     than WithReplicaAck in opts asks for; a Redis older than 6.0;
+//   - SeverityWarning: replicas that WithReplicaAck does not cover; a
+//     replica clock more than 500 ms from its master's; Redis refusing the
+//     watch on held keys; what it could not read (an ACL without CONFIG);
+//   - SeverityInfo: tracking-table-max-keys; no persistence; held keys
+//     can be watched.
 //
-// It only reads (CONFIG GET, INFO, TIME), and opens and closes the two
-// connections of a tracker and one connection to each replica. Nodes are
-// named by address; the master behind a Sentinel failover client by the
-// address it reports (CLIENT INFO). It returns an error only when a master
-// cannot be reached or the client or opts are invalid (New's errors, all
-// matching ErrInvalidArgument).
+// It only reads, and closes the connections it opens. It returns an error
+// only when a master cannot be reached, or one matching ErrInvalidArgument
+// when the client or opts are invalid, as New does.
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
 	if isNil(client) {
 		return nil, ErrNilClient

@@ -13,9 +13,9 @@ import (
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
-// DefaultKeyPrefix is the prefix of lock keys unless WithKeyPrefix says
-// otherwise. It is python-redis-lock's: the lock named "reports" lives in the
-// key "lock:reports" and its waiters wait on the list "lock-signal:reports".
+// DefaultKeyPrefix is python-redis-lock's prefix of lock keys: the lock
+// named "reports" lives in the key "lock:reports", and its waiters wait on
+// the list "lock-signal:reports".
 const DefaultKeyPrefix = "lock:"
 
 // checkName returns errInvalidHashTag when name, under ks, would not give
@@ -52,21 +52,14 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// Shutdown stops the connections and goroutines this package runs beside
-// the given clients (all clients when none is given), and waits for them:
-// the wait runtimes (the connections that blocking acquires wait on) and
-// the key trackers (see WithTracking). An Acquire waiting at that moment,
-// in Redis or behind another waiter of this process, returns an error
-// matching redis.ErrClosed; holds that were
-// watched are no longer watched (renewal and the local deadline still end
-// them in time). Anything used later starts them again.
-//
-// They also stop by themselves: a client's wait connections are closed 30
-// seconds after its last wait ended, and its trackers 30 seconds after
-// their last hold ended. Call Shutdown when a process is about to exit
-// with holds or waits still live, or in a test before looking for leaked
-// goroutines (go.uber.org/goleak); redislocktest's clients call it for
-// themselves when their test ends.
+// Shutdown closes the connections and stops the goroutines this package
+// runs beside the given clients (all when none is given), which otherwise
+// stop 30 s after they were last needed, and waits for them. An Acquire
+// waiting then returns an error matching redis.ErrClosed; held keys are no
+// longer watched, but renewal and the local deadline still end holds in
+// time. Anything used later starts them again. Call it when a process
+// exits with holds or waits live, or in a test before looking for leaked
+// goroutines (redislocktest's clients do).
 func Shutdown(clients ...redis.UniversalClient) {
 	ours := func(c redis.UniversalClient) bool {
 		return len(clients) == 0 || slices.ContainsFunc(clients, func(x redis.UniversalClient) bool { return sameClient(x, c) })

@@ -13,26 +13,14 @@ import (
 // context that keeps the caller's values but not its cancellation.
 const releaseTimeout = 5 * time.Second
 
-// Do acquires the lock (waiting as Acquire does), runs fn while holding it,
-// and releases it, even if fn panics.
-//
-// fn's context is derived from ctx and is also cancelled when the lock is
-// lost, as Done describes: within milliseconds of a Reset, a DEL or a
-// takeover of a watched key, and the safety margin (WithSafetyMargin)
-// before the key can expire when renewals fail. context.Cause then
-// returns an error matching ErrLost and the reason. fn should stop its
-// work when that happens: someone else may hold the lock, or soon may.
-//
-// Do returns Acquire's error if the lock was not acquired (fn did not run).
-// Otherwise it returns fn's error, joined with an error matching ErrLost
-// and its reason if the hold was lost before fn returned, and with
-// Release's error (ErrNotAcquired when the key was no longer ours). Use
-// errors.Is to tell them apart: Do returns nil only if fn returned nil and
-// the lock was held until it was released.
-//
-// The release at the end acts only on the hold this call acquired. If that
-// hold was lost and another goroutine has since acquired through the same
-// *Lock, Do sends nothing and leaves that goroutine's hold alone.
+// Do acquires the lock as Acquire does, runs fn, and releases it, even if
+// fn panics; fn's context is also cancelled when the lock is lost (see
+// Done), with a cause matching ErrLost and the reason. Do returns Acquire's
+// error if the lock was not acquired (fn did not run); else fn's error,
+// joined with an error matching ErrLost if the hold was lost before fn
+// returned, and with Release's error: nil only if fn returned nil and the
+// lock was held until released. The release acts only on the hold this
+// call acquired.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	h, err := l.runQueued(ctx, true)
 	if err != nil {
@@ -43,8 +31,7 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 }
 
 // TryDo is Do without waiting: when another owner holds the lock it returns
-// ErrLocked at once and fn does not run. It suits jobs that any one worker
-// may do, where the others skip their turn.
+// ErrLocked at once and fn does not run.
 func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
 	h, err := l.runQueued(ctx, false)
 	if err != nil {

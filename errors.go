@@ -8,81 +8,61 @@ import (
 	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
-// Errors about the state of a lock. They mirror python-redis-lock's
-// exceptions; compare with errors.Is, never with ==, since every call wraps
-// them with the lock's name.
+// Errors about the state of a lock, as python-redis-lock's exceptions.
+// Every call wraps them with the lock's name: compare with errors.Is.
 var (
-	// ErrLocked says that Redis answered that another owner holds the
-	// lock: TryAcquire found it held, or Acquire heard so and its context
-	// ended while it waited (the error then also matches the context's
-	// error, context.DeadlineExceeded or context.Canceled, under
-	// errors.Is), or the caller waited behind another goroutine's hold of
-	// the same *Lock until its context ended (TryAcquire: at once). It is
-	// never returned when Redis did not answer: that is ErrUnreachable.
-	// Python returns False from acquire in both cases.
+	// ErrLocked means the lock is held: by another owner, as Redis
+	// answered, or by another goroutine through the same *Lock. Acquire
+	// returns it, matching ctx's error too, when ctx ended while it waited;
+	// TryAcquire at once. It is never returned when Redis did not answer.
 	ErrLocked = errors.New("redislock: lock is held by another owner")
 
-	// ErrUnreachable says that Redis did not answer. From Acquire and
-	// TryAcquire (and the Semaphore's and RWMutex's): a try got no answer
-	// (the connection was refused, lost or timed out, or the context
-	// ended before any answer; the error then matches the context's error
-	// too, and wraps the last Redis error); nothing is retried until the
-	// context's end. As the reason of a loss (with ErrLost): no renewal
-	// succeeded before the expire ran out, or a Release got no reply or
-	// could not be sent (the key may still hold this Lock's id until it
-	// expires).
+	// ErrUnreachable means Redis did not answer: an acquire's try got no
+	// answer (the error then wraps the last Redis error, and matches ctx's
+	// error if ctx ended first), and is not retried until ctx ends; or, as
+	// the reason of a loss, no renewal succeeded before the expire ran out,
+	// or a Release got no reply or could not be sent.
 	ErrUnreachable = hold.ErrUnreachable
 
-	// ErrNotAcquired is returned by Release and Extend when the lock key is
-	// missing or holds another owner's id: the lock expired, was reset, or
-	// was never taken with this id. Nothing in Redis is changed. Python's
-	// NotAcquired.
+	// ErrNotAcquired is returned by a release, Extend or Guard when the key
+	// no longer holds this holder's id. Nothing in Redis is changed.
 	ErrNotAcquired = errors.New("redislock: lock is not held by this owner")
 
 	// ErrAlreadyAcquired is returned by Acquire and TryAcquire when the key
-	// already holds this Lock's caller-given id (WithID): another Lock
-	// value, in this process or another, acquired it. Python's
-	// AlreadyAcquired. (Goroutines sharing one *Lock take turns instead.)
+	// already holds this Lock's caller-given id (WithID).
 	ErrAlreadyAcquired = errors.New("redislock: lock is already acquired by this owner")
 
 	// ErrNotReplicated is returned by Acquire, TryAcquire and Extend with
 	// WithReplicaAck when fewer replicas than asked acknowledged the write
-	// in time. An acquire then releases the key it took and does not hold
-	// the lock; an extend leaves the lock held but its new expire
-	// unconfirmed. A renewal that meets it counts as failed.
+	// in time. An acquire then releases the key and does not hold the lock;
+	// an Extend leaves it held, its new expire unconfirmed.
 	ErrNotReplicated = errors.New("redislock: too few replicas acknowledged the write")
 
-	// ErrNotExpirable is returned by Extend when the lock key has no expire
-	// (it was taken with WithExpire(0), or by another client without one).
-	// Python's NotExpirable.
+	// ErrNotExpirable is returned by Extend when the lock key has no expire.
 	ErrNotExpirable = hold.ErrNotExpirable
 
-	// ErrSizeMismatch is returned by a Semaphore's Acquire and TryAcquire
-	// when the semaphore's current holders use another size than this
-	// Semaphore's: nothing is taken. Every process must agree on the size
-	// while anyone holds; once the last holder is gone, the next acquire
-	// sets it.
+	// ErrSizeMismatch is returned by a Semaphore's Acquire and TryAcquire,
+	// which take nothing, when its holders use another size. The next
+	// acquire after the last holder is gone sets the size.
 	ErrSizeMismatch = errors.New("redislock: semaphore holders use another size")
 )
 
 // Errors about how a hold ended, returned by Lock.Err and used as the cause
 // of Do's context.
 var (
-	// ErrLost is returned by Err once this Lock can no longer show that it
-	// holds the lock. The error also matches the reason: ErrExpired,
-	// ErrTakenOver, ErrUnreachable or ErrMaxHold. Nothing is renewed after
-	// a loss and the key is never recreated.
+	// ErrLost means a holder can no longer show that it holds. It also
+	// matches the reason: ErrExpired, ErrTakenOver, ErrUnreachable,
+	// ErrMaxHold or ErrNotExpirable. Nothing is renewed after a loss, and
+	// the key is never recreated.
 	ErrLost = hold.ErrLost
 
-	// ErrExpired is the reason of a loss when the lock key is gone (it
-	// expired, or was deleted by Reset, ResetAll or another client), or
-	// when the expire ran out on the local clock of a Lock without
-	// auto-renewal.
+	// ErrExpired is the reason of a loss when the lock key is gone
+	// (expired, or deleted by Reset, ResetAll or another client), or the
+	// expire ran out on the local clock of a Lock without auto-renewal.
 	ErrExpired = hold.ErrExpired
 
 	// ErrTakenOver is the reason of a loss when the lock key holds another
-	// owner's id (it expired and someone else acquired it). That owner's
-	// key is left untouched.
+	// owner's id. That owner's key is left untouched.
 	ErrTakenOver = hold.ErrTakenOver
 
 	// ErrMaxHold is the reason of a loss when auto-renewal stopped at the
@@ -93,26 +73,20 @@ var (
 	ErrReleased = hold.ErrReleased
 )
 
-// ErrInvalidArgument is matched, under errors.Is, by every error for bad
-// input to a constructor, an option or a call: an empty name or id, a
-// duration out of range, options that do not go together, an option the
-// call does nothing with, a client that cannot work. The message says
-// what was passed and what is allowed. Such errors are returned before any
-// Redis command is sent.
+// ErrInvalidArgument is matched by every error for bad input to a
+// constructor, an option or a call, which is returned before any Redis
+// command is sent. The message says what is allowed.
 var ErrInvalidArgument = errors.New("redislock: invalid argument")
 
 // The argument errors a caller may branch on. Each matches
 // ErrInvalidArgument as well as itself.
 var (
 	// ErrNilClient is returned by the constructors, Check, List and
-	// ResetAll when the client is nil, or a nil pointer.
+	// ResetAll for a nil client, or a nil pointer.
 	ErrNilClient = invalid("nil client")
 
-	// ErrUnsupportedClient is returned by New, List, ResetAll and Check for
-	// a go-redis *redis.Ring: a Ring shards keys by its own hash, so a
-	// lock's signal list may live on another shard than its key (a waiter
-	// would sleep through the release), and WAIT, which has no key, would
-	// go to any shard. Use a *redis.Client per Redis server, or a
+	// ErrUnsupportedClient is returned by the constructors, Check, List and
+	// ResetAll for a *redis.Ring. Use a *redis.Client per server, or a
 	// ClusterClient.
 	ErrUnsupportedClient = invalid("unsupported client")
 )

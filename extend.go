@@ -10,26 +10,16 @@ import (
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
-// Extend sets the lock key's expire to d from now, if the key holds this
-// Lock's id; it works from any Lock with the same name and id. A d of 0
-// means this Lock's own expire (WithExpire), as python-redis-lock's
-// extend() without an argument.
-//
-// It returns an error matching ErrInvalidArgument, with nothing sent, for a negative d, one
-// below 1ms, 0 on a Lock without expire, or one not longer than the safety
-// margin (WithSafetyMargin: the hold would count as lost at once); ErrNotAcquired when the key is
-// missing or holds another id; and ErrNotExpirable when the key has no
-// expire. In those cases the key is unchanged, and a missing key is never
-// recreated. With WithReplicaAck it returns ErrNotReplicated when the new
-// expire was set on the master but too few replicas acknowledged it in
-// time; the lock is then still held, with its local deadline unchanged.
-//
-// A successful Extend of the hold this Lock acquired also moves its local
-// deadline (see Done). Under WithAutoRenewal, renewals never shorten what
-// Extend set: each renews to the longer of the expire and what is left of
-// the Extend, so Extend(ctx, time.Hour) keeps the key alive for at least
-// the hour even if renewals then fail. An Extend shorter than the expire
-// lasts until the next renewal. WithMaxHold does not cap an Extend.
+// Extend sets the lock key's expire to d from now (0: this Lock's expire,
+// as python-redis-lock's extend()), if the key holds this Lock's id, from
+// any Lock with the same name and id. It also moves the hold's local
+// deadline (see Done); renewals never shorten it, nor does WithMaxHold cap
+// it. It returns an error matching ErrInvalidArgument, sending nothing, for
+// a d below 1ms, 0 without expire, or one not longer than the safety
+// margin; ErrNotAcquired when the key is missing or holds another id;
+// ErrNotExpirable when it has no expire; the key is then unchanged, never
+// recreated. ErrNotReplicated (WithReplicaAck) leaves the lock held, its
+// local deadline unchanged.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	return l.extend(ctx, d)
 }

@@ -10,14 +10,10 @@ import (
 
 // Token returns the fencing token of this Lock's current hold, or of its
 // last one after it ended: a number larger than that of every earlier
-// grant of the lock. It is 0 without WithFencing and before the first
-// acquire.
-//
-// Send it with every write to the resource the lock protects, and have the
-// resource refuse writes whose token is lower than the highest it has
-// accepted (an SQL "UPDATE ... WHERE fence <= $token", a compare in a
-// script). Then a holder that was paused past its expire, and lost the lock
-// without noticing, cannot overwrite what the next holder wrote.
+// grant of the lock; 0 without WithFencing and before the first acquire.
+// Send it with every write to the protected resource, which refuses writes
+// whose token is lower than the highest it has accepted: a holder paused
+// past its expire then cannot write after the next holder did.
 func (l *Lock) Token() int64 { return l.token() }
 
 // token is Token, for every primitive.
@@ -34,24 +30,15 @@ func (l *core) token() int64 {
 // while still holding our id (our own renewals and Extends touch it).
 const guardAttempts = 10
 
-// Guard runs the Redis commands that fn queues on pipe as one MULTI/EXEC
-// transaction, only if the lock key holds this Lock's id when the
-// transaction executes: it WATCHes the lock key, checks the owner, and
-// lets EXEC abort if the key changed or expired meanwhile. It works from
-// any Lock with the same name and id.
-//
-// An aborted EXEC is not by itself a loss: this Lock's own renewal, or an
-// Extend, also touches the key. Guard then reads the key again and, while
-// it still holds our id, retries the whole transaction (calling fn again;
-// up to 10 times). So fn must only queue commands, and the commands to
-// read results from are those of its last call.
-//
-// It returns ErrNotAcquired, with none of fn's commands run, when the lock
-// is not ours, fn's error if fn fails (nothing is run then either), an
-// error matching redis.TxFailedErr if the key changed under every attempt
-// while staying ours, or the transaction's first command error (the other
-// commands still ran: Redis does not roll back). On a cluster, every key fn
-// touches must be in the lock key's slot.
+// Guard runs the commands fn queues on pipe as one MULTI/EXEC transaction
+// if the lock key holds this Lock's id when it executes, from any Lock with
+// the same name and id. fn must only queue commands (on a cluster, on keys
+// in the lock key's slot): Guard calls it again, up to 10 times, when the
+// key changed but still holds the id, and the results are its last call's.
+// It returns ErrNotAcquired when the lock is not ours, or fn's error, with
+// nothing run; an error matching redis.TxFailedErr if the key changed under
+// every attempt while staying ours; or the first command error (the other
+// commands still ran: Redis does not roll back).
 func (l *Lock) Guard(ctx context.Context, fn func(pipe redis.Pipeliner) error) error {
 	lockKey, id := l.keys[0], l.ID()
 	for attempt := 1; ; attempt++ {

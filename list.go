@@ -15,15 +15,14 @@ import (
 	"github.com/go-redis-lock/redislock/internal/topology"
 )
 
-// LockInfo describes a held lock, or one holder of a semaphore, as List
-// finds it.
+// LockInfo describes one hold, as List and Status find it.
 type LockInfo struct {
 	Name  string        // the lock's name, without the prefix
 	Key   string        // its Redis key
 	Owner string        // the id stored in the key
 	TTL   time.Duration // remaining time to live; negative when the key never expires
-	Kind  Kind          // KindLock, or KindSemaphore for a semaphore's holder
-	Size  int           // a semaphore's size; 0 for a lock
+	Kind  Kind          // which primitive holds
+	Size  int           // a semaphore's size; 0 for the others
 }
 
 // Kind says which primitive a LockInfo describes.
@@ -37,18 +36,13 @@ const (
 	KindReader    Kind = "reader" // one reader of an RWMutex
 )
 
-// List returns every lock held under the key prefix (WithKeyPrefix; by
-// default "lock:") whose name matches the glob namePattern ("*" or "" for
-// all), every holder of a semaphore of such a name (one LockInfo per
-// holder, Kind KindSemaphore), and the writer and each reader of an
-// RWMutex of such a name (KindWriter, KindReader), sorted by name, then
-// kind, then owner. Like
-// ResetAll, it walks the keys with SCAN on every master and looks only at
-// string keys (locks) and sorted sets (semaphores' holders). It takes
-// WithKeyPrefix and WithHashTag; any other option is refused (an error
-// matching ErrInvalidArgument). It changes nothing but dropping
-// semaphore holders that expired, as every semaphore script does. A lock
-// released while List runs is left out.
+// List returns every hold under the key prefix (WithKeyPrefix; by default
+// "lock:") whose name matches the glob namePattern ("*" or "" for all),
+// sorted by name, kind and owner. Like ResetAll, it walks the keys with
+// SCAN on every master; a lock released meanwhile is left out. It changes
+// nothing but dropping expired semaphore holders. It takes WithKeyPrefix
+// and WithHashTag; any other option is an error matching
+// ErrInvalidArgument.
 func List(ctx context.Context, client redis.UniversalClient, namePattern string, opts ...Option) ([]LockInfo, error) {
 	ks, _, err := adminConfig(client, opts, "List", "WithKeyPrefix", "WithHashTag")
 	if err != nil {
@@ -119,17 +113,14 @@ func List(ctx context.Context, client redis.UniversalClient, namePattern string,
 }
 
 // A Status is who holds a Lock, a Semaphore or an RWMutex, and who waits
-// for it, as their Status method reads it in one round trip.
+// for it, as their Status method reads it: Holders as List describes them
+// (none for a free Lock).
 type Status struct {
-	// Holders are its holds, each as List describes one: a Lock's owner
-	// (none while it is free), a Semaphore's permits, an RWMutex's writer
-	// or readers.
 	Holders []LockInfo
-	// An RWMutex's waiters (0 for the others): writers registered as
-	// waiting (new readers wait behind them), readers registered as
-	// waiting, and readers a writer's release let in ahead of the waiting
-	// writers that have not all come in yet (no writer gets in until
-	// they have). Each reader count stands for one client's readers.
+	// An RWMutex's waiters (0 for the others): writers and readers
+	// waiting, and readers a writer's release let in that have yet to come
+	// in (no writer gets in until they have). Each reader count stands for
+	// one client's readers.
 	WaitingWriters, WaitingReaders, AdmittedReaders int
 }
 

@@ -15,32 +15,22 @@ import (
 )
 
 // A Lock is a named lock in Redis, held by at most one owner at a time
-// across every process that uses the same Redis and key prefix, including
-// python-redis-lock processes.
-//
-// A Lock is safe for concurrent use by several goroutines, and shared by
-// them it behaves as a sync.Mutex does: it holds one acquisition at a
-// time, and an Acquire waits, first behind the other goroutines of this
-// process that use the same *Lock, until the hold before it is released
-// (Release, or the end of Do); a goroutine that acquires again while it
-// holds waits too. A hold that was lost still needs its Release before the
-// next Acquire goes ahead, as a sync.Mutex needs its Unlock: until then
-// no other goroutine's hold can be released by mistake.
-//
-// Each successful acquire starts a hold, which ends at Release or when the
-// lock is lost; Done and Err report it as a context does.
+// across every process that uses the same Redis and key prefix,
+// python-redis-lock's included. It is safe for concurrent use; shared by
+// goroutines, it is a sync.Mutex: an Acquire waits, first behind the other
+// goroutines that use the same *Lock, until the hold before it is released
+// (Release, or the end of Do), even in the goroutine that holds. A lost
+// hold still needs its Release before the next Acquire goes ahead. Done
+// and Err report each hold as a context does.
 type Lock struct {
 	core // first: the Lock's cleanup (see run) is attached to its address
 }
 
-// New returns a Lock for name on client. It sends nothing to Redis: it only
-// checks its arguments: an error matching ErrInvalidArgument (ErrNilClient
-// for a nil client), wrapped with the name, says what is wrong.
-//
-// client may be a *redis.Client (single node or Sentinel failover), a
-// *redis.ClusterClient or any redis.UniversalClient. Whatever the client's options, an Acquire returns as soon as its
-// context ends, cancelled or past its deadline, even while it waits in
-// Redis; see Settle for what it leaves running behind it.
+// New returns a Lock for name on client: a *redis.Client (single node or
+// Sentinel failover), a *redis.ClusterClient or any redis.UniversalClient
+// but a *redis.Ring. It sends nothing to Redis: it only checks its
+// arguments; an error matching ErrInvalidArgument (ErrNilClient for a nil
+// client), wrapped with the name, says what is wrong.
 func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNilClient)
@@ -82,55 +72,39 @@ func New(client redis.UniversalClient, name string, opts ...Option) (*Lock, erro
 func (l *Lock) Name() string { return l.name }
 
 // ID returns the owner id this Lock stores in the lock key: the one given
-// with WithID, or its random one.
-//
-// A Lock with its own random id takes a new one whenever a release, or the
-// giveback that undoes an acquire attempt, had an attempt without a reply
-// (go-redis retried it, or gave up): that attempt may still reach Redis at
-// any later time (a request held by a partition runs when it heals), and
-// must not find, under the old id, a key this Lock acquired since. If that
-// release got no reply at all, the key may still hold the old id: the next
-// Release sends the old id, and until then the key keeps the lock from
-// everyone, this Lock included, or until it expires. A caller-given id
-// (WithID) never changes; see WithID for what that costs.
+// with WithID, which never changes, or a random one, replaced after an
+// attempt without a reply (see docs/reference.md in the repository). A
+// release without a reply may leave the old id in the key, keeping the
+// lock from everyone, this Lock included, until the next Release or its
+// expire.
 func (l *Lock) ID() string { return l.ownerID() }
 
 // Key returns the Redis key that holds the lock (by default "lock:"+name).
 func (l *Lock) Key() string { return l.keys[0] }
 
-// Acquire takes the lock, waiting as long as ctx allows while another owner
-// holds it. It returns nil once the lock is held; the hold lasts until
-// Release, or until it is lost (see Done).
-//
-// What can go wrong:
-//   - ctx ends while another owner holds the lock, or while another
-//     goroutine holds it through this *Lock: the error matches ErrLocked
-//     and ctx's error;
-//   - Redis does not answer (down, or ctx ends before any answer): the
-//     error matches ErrUnreachable, never ErrLocked;
+// Acquire takes the lock, waiting as long as ctx allows while it is held
+// elsewhere, and returns nil once it holds it, until Release or a loss (see
+// Done). Otherwise:
+//   - ctx ended while the lock was held, by another owner or by another
+//     goroutine through this *Lock: ErrLocked, matching ctx's error too;
+//   - Redis did not answer: ErrUnreachable, never ErrLocked;
 //   - ctx had ended before the call: its error alone, nothing sent;
-//   - the key already holds this Lock's caller-given id (WithID):
-//     ErrAlreadyAcquired;
-//   - a Redis error, wrapped: the lock is not held.
+//   - the key holds this Lock's caller-given id: ErrAlreadyAcquired;
+//   - another Redis error, wrapped: the lock is not held.
 //
-// A waiter sleeps in BLPOP on the lock's signal list: a release wakes it
-// at once, and a holder that died wakes it when its key expires. When ctx
-// ends while it waits, Acquire returns at once and the wait it sent is
-// finished in the background (see Settle). An attempt whose reply was
-// lost is undone when the Lock has its own random id (see WithID for a
-// caller-given one).
+// A release wakes a waiter at once; a holder that died, when its key
+// expires. When ctx ends during a wait, Acquire returns at once and
+// finishes the wait in the background (see Settle).
 func (l *Lock) Acquire(ctx context.Context) error {
 	_, err := l.runQueued(ctx, true)
 	return err
 }
 
 // TryAcquire takes the lock if it is free, in one round trip, without
-// waiting. It returns ErrLocked when another owner holds it, and also for
-// the moment (100 ms at most) after a release that woke a waiter, which
-// has its turn until it takes the lock (see the README's Mixed fleets);
-// its other errors are Acquire's, but for one: while another goroutine
-// holds, acquires or releases through this Lock it returns ErrLocked at
-// once, as sync.Mutex.TryLock returns false.
+// waiting. It returns ErrLocked when another owner holds it; for up to 100
+// ms after a release that woke a waiter, which has its turn; and at once
+// while another goroutine holds, acquires or releases through this Lock, as
+// sync.Mutex.TryLock returns false. Its other errors are Acquire's.
 func (l *Lock) TryAcquire(ctx context.Context) error {
 	_, err := l.runQueued(ctx, false)
 	return err
@@ -311,15 +285,12 @@ func (l *core) observeStart(before lockState, start func() context.Context) cont
 	return ctx
 }
 
-// Settle waits, as long as ctx allows, for the work this Lock still runs in
-// the background: an Acquire given up while it waited in Redis (its
-// context ended) returns at once, and the wait it had sent is finished
-// behind it (a signal it popped is pushed back, a lock its last try took
-// is released), as is the undoing of an attempt whose reply was lost. The
-// Lock's next Acquire, TryAcquire and Release wait for it anyway; a
-// process that gives up an Acquire and then exits calls Settle first, or
-// a waiter elsewhere may sleep until its wait slice ends, or the lock stay
-// taken until its expire. It returns ctx's error if ctx ends first.
+// Settle waits, as long as ctx allows, for what this Lock still does in the
+// background (finishing an Acquire given up while it waited, undoing an
+// attempt whose reply was lost), and returns ctx's error if ctx ends first.
+// The next Acquire, TryAcquire and Release wait for it anyway; a process
+// that gives up an Acquire and exits calls Settle first, or a waiter
+// elsewhere may wake late, or the lock stay taken until its expire.
 func (l *Lock) Settle(ctx context.Context) error { return l.settle(ctx) }
 
 // settle is Settle, for every primitive.
@@ -362,17 +333,13 @@ func (l *core) wrap(err error) error {
 
 // Done returns a channel that is closed when this Lock does not hold the
 // lock: open from a successful Acquire until the hold ends, by Release or
-// by loss (Err then says which). As a context's, every call during one
-// hold returns the same channel; before the first acquire it is closed.
-//
-// The hold is lost, and the channel closed: within milliseconds when
-// someone else changes the key (a Reset, a DEL, another owner's SET), where
-// Redis allows the key to be watched (WithTracking); when a renewal finds
-// the key gone or someone else's; and when no renewal succeeded before the
-// expire, less the safety margin (WithSafetyMargin), ran out on the local
-// clock (without renewal, when the expire less the margin runs out). Just
-// before that deadline the key is read once: a key still ours with more
-// time left (another process sharing the id extended it) keeps the hold.
+// by loss (Err then says which); closed before the first acquire. As a
+// context's, every call during one hold returns the same channel. A loss
+// closes it within milliseconds of someone else's change to a watched key
+// (WithTracking), at a renewal that finds the key gone or another's, or
+// when no renewal succeeded before the expire less the safety margin ran
+// out, unless the key, read once then, still holds this Lock's id with more
+// time left (another Lock or process with the id extended it).
 func (l *Lock) Done() <-chan struct{} { return l.done() }
 
 // done is Done, for every primitive.
@@ -387,9 +354,8 @@ func (l *core) done() <-chan struct{} {
 
 // Err returns nil while the current hold lasts. After Done is closed it
 // returns why, and keeps returning the same error until the next Acquire:
-// an error matching ErrLost and its reason (ErrExpired, ErrTakenOver,
-// ErrUnreachable, ErrMaxHold), ErrReleased after Release, or
-// ErrNotAcquired before the first acquire.
+// an error matching ErrLost and its reason (see ErrLost), ErrReleased
+// after Release, or ErrNotAcquired before the first acquire.
 func (l *Lock) Err() error { return l.holdErr() }
 
 // holdErr is Err, for every primitive.

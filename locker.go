@@ -8,23 +8,14 @@ import (
 	"time"
 )
 
-// Locker returns a sync.Locker on l, for code written against sync.Mutex.
-// Lock and Unlock from any number of goroutines, on any number of Lockers
-// of the same *Lock, take turns locally first, so that the Lock holds one
-// acquisition at a time.
-//
-// Lock blocks until the lock is held, with no deadline; it retries Redis
-// errors with backoff (10 ms doubling to 1 s) and never returns without the
-// lock. Unlock releases it, retrying Redis errors until the hold's expire
-// runs out. It panics when the lock is no longer held (lost, reset,
-// expired, or never locked) and when the release keeps failing; where
-// sync.Mutex's Unlock of an unlocked mutex throws an unrecoverable fatal
-// error, this panic can be recovered. A release whose reply was lost, and
-// that go-redis retried, counts as done (see Release).
-//
-// A sync.Locker cannot say that the lock was lost while held: the code
-// between Lock and Unlock runs on regardless. Prefer Do, whose function's
-// context is cancelled on loss, or watch l.Done().
+// Locker returns a sync.Locker on l. Its Lock blocks until the lock is
+// held, with no deadline, retrying Redis errors with backoff (10 ms
+// doubling to 1 s). Its Unlock releases it, retrying Redis errors until the
+// hold's expire runs out; it panics, recoverably, when the lock is no
+// longer held (lost, reset, expired, or never locked) or the release keeps
+// failing, and counts a release whose reply was lost as done. Both take
+// turns with l's other users as Acquire and Release do. A sync.Locker
+// cannot report a loss: prefer Do, or watch l.Done().
 func (l *Lock) Locker() sync.Locker {
 	// Acquire takes the Lock's turn itself; Unlock's first release keeps
 	// it while the release has to be retried.

@@ -8,68 +8,41 @@ import (
 	"github.com/go-redis-lock/redislock/internal/hold"
 )
 
-// An Observer receives a Lock's events, for metrics, traces or logs of
-// its own (WithLogger writes slog events without one): set the fields of
-// the events wanted, and give it to WithObserver. A nil field is skipped,
-// so an Observer written today keeps working when events are added. The
-// redislockotel module returns one for OpenTelemetry.
-//
-// The Start funcs return the context the call goes on with, which must be
-// ctx or derived from it (a tracer returns ctx with its span, so that
-// go-redis's own command spans nest under it); a nil return means ctx.
-// Each Start is followed by its End, on the same goroutine, with the
-// context Start returned.
-//
-// The funcs are called synchronously on the Lock's goroutines, the
-// renewal's and the local deadline's timer included, so they must be
-// quick and must not block; they must not call back into the Lock. They
-// must not panic: a panic propagates into the Lock's call, as a go-redis
-// hook's does (the Lock stays usable after a panicking Start), and one in
-// HoldEnd crashes the goroutine that found the end of the hold. An
-// Observer is shared by every Lock it is given to, from many goroutines at
-// once: its funcs must be safe for concurrent use.
+// An Observer receives a Lock's events, for metrics, traces or logs: set
+// the funcs wanted (a nil one is skipped) and give it to WithObserver. The
+// redislockotel module returns one for OpenTelemetry. The funcs run
+// synchronously on the Lock's goroutines: they must be quick and safe for
+// concurrent use, and must not block, call back into the Lock or panic. A
+// panic propagates into the Lock's call (the Lock stays usable after a
+// panicking Start); one in HoldEnd crashes the goroutine that found the end
+// of the hold.
 type Observer struct {
-	// AcquireStart is called when Acquire or TryAcquire starts, once the
-	// Lock is known to hold nothing, with Blocking.
+	// AcquireStart and AcquireEnd bracket Acquire and TryAcquire, once the
+	// Lock is known to hold nothing, with Blocking; AcquireEnd adds Wait,
+	// Token, Err and Outcome. Each Start func returns the context the call
+	// goes on with, ctx or derived from it (nil: ctx), which its End gets,
+	// on the same goroutine.
 	AcquireStart func(ctx context.Context, e Event) context.Context
-	// AcquireEnd is called when it returns, with Blocking, Wait, Token,
-	// Err and Outcome: OutcomeAcquired, OutcomeBusy, OutcomeTimeout or
-	// OutcomeError.
-	AcquireEnd func(ctx context.Context, e Event)
-	// Wakeup is called each time a waiting Acquire's BLPOP returns, with
-	// Woken (a release's signal, or else the end of its slice) and Wait.
+	AcquireEnd   func(ctx context.Context, e Event)
+	// Wakeup is called each time a waiting Acquire wakes, with Woken, Wait.
 	Wakeup func(ctx context.Context, e Event)
-	// ReleaseStart is called when Release starts (ErrNotAcquired returned
-	// without sending, for a Lock acquiring or releasing in another
-	// goroutine, has no event).
+	// ReleaseStart and ReleaseEnd bracket Release, but for one that returns
+	// ErrNotAcquired without sending (another goroutine is acquiring or
+	// releasing through the Lock); ReleaseEnd has Held, Err and Outcome.
 	ReleaseStart func(ctx context.Context, e Event) context.Context
-	// ReleaseEnd is called when it returns, with Held, Err and Outcome:
-	// OutcomeReleased, OutcomeExpired, OutcomeTakenOver or OutcomeError.
-	ReleaseEnd func(ctx context.Context, e Event)
-	// ExtendStart is called before an extend of the key is sent, by
-	// Extend or by renewal (Auto), with By.
+	ReleaseEnd   func(ctx context.Context, e Event)
+	// ExtendStart and ExtendEnd bracket an Extend or a renewal (Auto),
+	// with By; ExtendEnd adds Err and Outcome (OutcomeError includes
+	// ErrNotReplicated).
 	ExtendStart func(ctx context.Context, e Event) context.Context
-	// ExtendEnd is called when its reply is in, with Auto, By, Err and
-	// Outcome: OutcomeExtended, OutcomeExpired (the key was gone),
-	// OutcomeTakenOver, OutcomeNotExpirable, OutcomeCanceled (a renewal
-	// that Release stopped while it was in flight) or OutcomeError (a
-	// Redis error, ErrNotReplicated included: a renewal retries it).
-	ExtendEnd func(ctx context.Context, e Event)
-	// HoldEnd is called once for every hold that started (an AcquireEnd
-	// with OutcomeAcquired), when it ends, and never before that
-	// AcquireEnd, with Held, Token, Err (ErrReleased, or one matching
-	// ErrLost) and Outcome: OutcomeReleased, or why it was lost
-	// (OutcomeExpired, OutcomeTakenOver, OutcomeUnreachable,
-	// OutcomeMaxHold, OutcomeNotExpirable, OutcomeAbandoned for a Lock
-	// collected while holding, OutcomeError for any other cause). It has
-	// no context: a loss is found by the renewal, a timer or the key's
-	// watch.
+	ExtendEnd   func(ctx context.Context, e Event)
+	// HoldEnd is called once for every hold that started, when it ends,
+	// never before its AcquireEnd, with Held, Token, Err (ErrReleased, or
+	// one matching ErrLost) and Outcome.
 	HoldEnd func(e Event)
-	// WatchRefused is called when Redis refuses the key watch of a hold
-	// that started (tracking unknown or denied: see Check), at most once
-	// per hold, with Err, the refusal: a loss is then found by the
-	// renewal or the local deadline, not at once. It has no context: the
-	// watch finds it.
+	// WatchRefused is called, at most once per hold, when Redis refuses
+	// to watch the held key (see WithTracking), with Err: a loss is then
+	// found by the renewal or the local deadline.
 	WatchRefused func(e Event)
 }
 
@@ -151,9 +124,8 @@ func joinPlain[E any](obs []Observer, field func(*Observer) func(E)) func(E) {
 	}
 }
 
-// An Event is what an Observer's funcs are given: which lock, and what
-// happened to it. Each func sets the fields its doc in Observer names;
-// the others are zero.
+// An Event is what an Observer's funcs get: which lock, and what happened.
+// Each func sets the fields its doc names; the others are zero.
 type Event struct {
 	Name string // the name given to New
 	Key  string // the lock key (a Semaphore's holders key; an RWMutex's writer or readers key)
@@ -162,8 +134,8 @@ type Event struct {
 
 	Blocking bool          // an acquire's: Acquire; false for TryAcquire
 	Auto     bool          // an extend's: a renewal; false for Extend
-	Woken    bool          // a Wakeup's: the BLPOP popped a release's signal; false: its slice ran out
-	Wait     time.Duration // AcquireEnd: from AcquireStart to the end; Wakeup: how long the BLPOP took
+	Woken    bool          // a Wakeup's: a release's signal woke it; false: one wait slice ran out
+	Wait     time.Duration // AcquireEnd: from AcquireStart to the end; Wakeup: how long that wait took
 	Held     time.Duration // ReleaseEnd, HoldEnd: from the acquire to the end (0: nothing was held)
 	By       time.Duration // an extend's: the expire sent
 	Token    int64         // AcquireEnd, HoldEnd: the fencing token of the hold (WithFencing); 0 otherwise

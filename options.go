@@ -14,9 +14,9 @@ import (
 // default (1000 ms).
 const defaultSignalExpire = time.Second
 
-// An Option configures a Lock in New (and the key scheme in ResetAll).
-// Options are checked by New, which returns an error wrapping
-// ErrInvalidArgument for any bad value; an option never fails later.
+// An Option configures New, NewSemaphore, NewRWMutex, Check, List or
+// ResetAll. A bad value makes the call return an error matching
+// ErrInvalidArgument; an option never fails later.
 type Option func(*config)
 
 // config is what the options set; New validates it once.
@@ -68,9 +68,9 @@ func (c *config) refuse(call string, ignored func(name string) bool) error {
 }
 
 // DefaultExpire is how long a Lock's key, a Semaphore's permit and an
-// RWMutex's holds last unless WithExpire says otherwise; they are then
-// renewed while held. A holder that dies frees its share this long after
-// its acquire or last renewal.
+// RWMutex's holds last without WithExpire; they are renewed while held, so
+// a holder that dies frees them this long after its acquire or last
+// renewal.
 const DefaultExpire = 30 * time.Second
 
 func newConfig(opts []Option) config {
@@ -88,38 +88,21 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithExpire sets how long the lock key lives after an acquire (or an
-// Extend) before Redis deletes it, so that a crashed holder cannot keep the
-// lock forever. Redis counts it in whole milliseconds (fractions are
-// dropped).
-//
-// Without WithExpire, the key lives DefaultExpire (30 s) and is renewed
-// while held (as WithAutoRenewal does), so a holder that dies frees the
-// lock within 30 s and a long job keeps it. With WithExpire(d), the key
-// lives d and is renewed only with WithAutoRenewal, as python-redis-lock's
-// expire=d. WithExpire(0) is python-redis-lock's default, expire=None: the
-// key never expires, and a holder that dies without releasing keeps the
-// lock until Reset. A negative value, or a positive one below 1ms, makes
-// New return an error matching ErrInvalidArgument.
-//
-// For a Semaphore it is how long a permit lasts, and for an RWMutex how
-// long each hold lasts, and 0 is refused (an error matching
-// ErrInvalidArgument): a share that never expires is lost for good when
-// its holder dies.
+// WithExpire sets how long the lock key lives after an acquire or an
+// Extend, in whole milliseconds: without it, DefaultExpire, renewed while
+// held; with it, d, renewed only with WithAutoRenewal, as
+// python-redis-lock's expire=d. WithExpire(0) is python-redis-lock's
+// default: a key that never expires, which a holder that dies keeps until
+// Reset. A negative d, or one below 1ms, makes New return an error matching
+// ErrInvalidArgument; so does 0 for a Semaphore or an RWMutex.
 func WithExpire(d time.Duration) Option {
 	return func(c *config) { c.mark("WithExpire"); c.expire, c.expireGiven = d, true }
 }
 
-// WithLogger has the Lock write its events to logger, through log/slog,
-// at python-redis-lock's levels and with an attribute "logger" holding
-// python-redis-lock's logger name (redis_lock.acquire,
-// redis_lock.refresh.thread...), so that the lines of a mixed fleet are
-// filtered alike; see the README's "Observing locks in production" for
-// every event. Each line also carries the lock's name, key and owner id.
-//
-// The default, and a nil logger, log nothing: a library does not write to
-// a process's logs unasked. A level the logger does not enable costs
-// nothing (no attribute is built).
+// WithLogger has the Lock write its events to logger through log/slog, at
+// python-redis-lock's levels and with its logger names (the attribute
+// "logger"), each with the lock's name, key and owner id. A nil logger, the
+// default, logs nothing; a level the logger does not enable costs nothing.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) { c.mark("WithLogger"); c.logger = logger }
 }
@@ -137,122 +120,77 @@ func WithObserver(obs *Observer) Option {
 	}
 }
 
-// WithID sets the owner id stored in the lock key. Lock values created with
-// the same name and id act as one owner: any of them can Extend or Release
-// the lock that another acquired, and an acquire that finds the id already
-// in the key returns ErrAlreadyAcquired.
-//
-// The default is "<host>:<pid>:<uuid>": the host name and process id, so
-// that an operator can tell which process holds the lock (see ParseOwner),
-// then a random UUIDv4 (122 random bits from crypto/rand), which makes it
-// unique to the Lock. An empty id makes New return an error matching ErrInvalidArgument. Ids are
-// stored as-is; python-redis-lock reads them as ASCII.
-//
-// A shared id costs one safety net: with its own random id, a Lock whose
-// acquire reply was lost (go-redis retries it) recognises the key as its
-// own and takes it; with a given id it cannot tell its own lost acquire
-// from another Lock's hold, returns ErrAlreadyAcquired, and the key stays
-// held under that id until it expires or one of its Locks releases it.
-// Likewise, the read of the key shortly before a hold's local deadline
-// (see Lock.Done) counts a key that holds the id as this hold's, extended
-// by another Lock or process with the id (python-redis-lock's extend()).
+// WithID sets the owner id stored in the lock key (by default
+// "<host>:<pid>:<uuid>", unique to the Lock; see ParseOwner), as-is. Locks
+// with the same name and id are one owner: any of them can Extend or
+// Release the lock another acquired, and an acquire that finds the id in
+// the key returns ErrAlreadyAcquired, even after its own acquire whose
+// reply was lost (the key then stays held until it expires or is
+// released). An empty id makes New return an error matching
+// ErrInvalidArgument.
 func WithID(id string) Option {
 	return func(c *config) { c.mark("WithID"); c.id, c.idGiven = id, true }
 }
 
-// WithSignalExpire sets how long the wake-up signal pushed by a release
-// stays in Redis when no waiter takes it (Python's signal_expire). The
-// default is 1 s, python-redis-lock's. A value below 1ms makes New return
-// an error matching ErrInvalidArgument. The woken waiter's turn (see the README's Mixed
-// fleets) is 100 ms, or the signal expire when that is shorter.
+// WithSignalExpire sets how long the wake-up signal of a release stays in
+// Redis when no waiter takes it (python-redis-lock's signal_expire; default
+// 1 s), and so caps the woken waiter's turn (see Lock.TryAcquire), which is
+// otherwise 100 ms. A d below 1ms makes New return an error matching
+// ErrInvalidArgument.
 func WithSignalExpire(d time.Duration) Option {
 	return func(c *config) { c.mark("WithSignalExpire"); c.signalExpire = d }
 }
 
 // WithKeyPrefix sets the lock key's prefix exactly: the lock named name
-// lives in prefix+name. The signal list's prefix follows from it: one
-// trailing ':' is dropped and "-signal:" appended. The default is
-// DefaultKeyPrefix ("lock:", giving "lock-signal:"), python-redis-lock's.
-// With "_mayan_lock:" the lock key is the one Mayan EDMS workers take with
-// SET NX PX. An empty prefix makes New return an error matching ErrInvalidArgument.
+// lives in prefix+name. The signal list's prefix is prefix less one
+// trailing ':', plus "-signal:". The default is DefaultKeyPrefix. An empty
+// prefix makes New return an error matching ErrInvalidArgument.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.mark("WithKeyPrefix"); c.prefix = prefix }
 }
 
-// WithAutoRenewal keeps the lock alive while it is held: a goroutine,
-// started by Acquire and stopped (and waited for) by Release, extends the
-// key to the full expire every two thirds of the expire less the safety
-// margin (WithSafetyMargin). A renewal that fails on a Redis error is
-// retried until the expire less the margin runs out on the local clock;
-// if none succeeds by then, or Redis says the key is gone or someone
-// else's, the lock is lost: Done closes and Err says why. A Lock dropped
-// without Release stops renewing when the garbage collector finds it, and
-// its key then expires.
-//
-// Renewal is on by default, with the default expire (see WithExpire). With
-// WithExpire(d) it is off unless WithAutoRenewal is given: the key expires
-// after d unless Extend is called. With WithExpire(0), New returns an
-// error matching ErrInvalidArgument: there is nothing to renew.
+// WithAutoRenewal renews the lock key to the full expire while it is held,
+// every two thirds of the expire less the safety margin, until Release,
+// retrying Redis errors. If no renewal succeeds before the expire less the
+// margin runs out on the local clock, or Redis says the key is gone or
+// someone else's, the lock is lost (see Done). A Lock dropped without
+// Release stops renewing when the garbage collector finds it. Renewal is
+// on without WithExpire, and off with WithExpire(d) unless WithAutoRenewal
+// is given; with WithExpire(0), New returns an error matching
+// ErrInvalidArgument.
 func WithAutoRenewal() Option {
 	return func(c *config) { c.mark("WithAutoRenewal"); c.autoRenewal = true }
 }
 
 // WithMaxHold caps how long auto-renewal keeps one acquisition alive: the
-// last renewal before d sets the expire so that the key dies d after the
-// acquire, and the hold is then lost with ErrMaxHold. It protects against a
-// holder that is stuck but still renewing.
-//
-// The default, and 0, mean no cap. A negative value, a value below the
-// expire, or any value on a lock that is not renewed (WithExpire(d)
-// without WithAutoRenewal, or WithExpire(0)) makes New return an error
-// matching ErrInvalidArgument. With no WithExpire, renewal is on.
+// key dies d after the acquire, and the hold is lost with ErrMaxHold. The
+// default, 0, is no cap. A negative d, one below the expire, or any d on a
+// lock that is not renewed makes New return an error matching
+// ErrInvalidArgument.
 func WithMaxHold(d time.Duration) Option {
 	return func(c *config) { c.mark("WithMaxHold"); c.maxHold = d }
 }
 
-// WithFencing makes every successful acquire also return a fencing token,
-// read with Token: a number that grows with every grant of the lock, taken
-// in the same script and round trip as the lock. Pass it to the resource
-// the lock protects, which refuses any write carrying a token lower than
-// one it has seen: a holder paused past its expire then cannot write
-// after the next holder did.
-//
-// Tokens are kept in the key "lock-fence:<name>" (no expire). Each one is
-// the larger of the previous token + 1 and the Redis server's clock in
-// microseconds, so tokens keep growing across a restart that lost the key,
-// as long as the server's clock does not go back. Across a failover they
-// keep growing when the promoted replica has the last token (WithReplicaAck
-// waits for the fence key too: the same script writes it), or else when
-// its clock is not behind its old master's by more than the time between
-// that token's grant and the failover: keep master and replica clocks in
-// sync (Check warns beyond 500 ms). The default is no fencing, and no
-// fence key is written.
+// WithFencing makes every acquire also take a fencing token (see Token),
+// larger than that of every earlier grant of the lock. Tokens live in the
+// key "lock-fence:<name>" (no expire). They keep growing across a restart
+// that lost the key, while the server's clock does not go back, and across
+// a failover to a replica that has the last token (WithReplicaAck) or a
+// clock in sync with its master's (see docs/reference.md in the
+// repository).
 func WithFencing() Option {
 	return func(c *config) { c.mark("WithFencing"); c.fencing = true }
 }
 
-// WithReplicaAck makes every write of the lock key wait until n replicas
-// have it (Redis WAIT, at most timeout), so that a failover to one of them
-// keeps the lock. An acquire that is not acknowledged in time releases the
-// key and returns ErrNotReplicated; so does Extend (the lock stays held);
-// an unacknowledged renewal counts as a failed one.
-//
-// The default is no waiting: a failover may promote a replica that never
-// received the lock. n must be at least 1 and timeout from 1ms to a third
-// of the client's read timeout (a waiter's BLPOP and the WAIT behind it
-// share two thirds of it), else New returns an error matching ErrInvalidArgument. Redis
-// ends a WAIT at its timer's resolution (100 ms with the default hz 10),
-// so a short timeout takes about that long when replicas do not answer.
-//
-// The writes and their WAIT are sent to the master of the lock key over
-// one connection: on a Sentinel failover client, the current master; on a
-// cluster client, the master of the key's slot, following MOVED and ASK
-// while the slot migrates (the client's slot map is reloaded on MOVED and
-// when a node stops answering, as in a shard's failover).
-//
-// Only n replicas are waited for: with more replicas than n, a failover
-// may still promote one that missed the write (Check warns). The fence key
-// of WithFencing is written by the same script, so the ack covers it too.
+// WithReplicaAck makes every write of the lock key (and of the fence key)
+// wait until n replicas have it (Redis WAIT, at most timeout), so that a
+// failover to one of them keeps the lock. An acquire not acknowledged in
+// time releases the key and returns ErrNotReplicated; Extend returns it
+// with the lock still held; a renewal counts it as a failure. With more
+// replicas than n, a failover may promote one that missed the write (Check
+// warns). n must be at least 1 and timeout from 1ms to a third of the
+// client's read timeout, else New returns an error matching
+// ErrInvalidArgument. See docs/reference.md in the repository.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.mark("WithReplicaAck")
@@ -261,17 +199,12 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 	}
 }
 
-// WithSafetyMargin sets how long before the lock key can expire a hold
-// counts as lost: Done closes, and Do's context is cancelled, d before the
-// earliest moment Redis may delete the key (counted on the local clock
-// from when the acquire or the last successful renewal was sent), so
-// that a holder whose renewals fail has d to stop its work while the lock
-// is still its own. Renewals run every two thirds of the expire less d.
-//
-// The default is 1% of the expire plus 2 ms,
-// Redlock's allowance for clock drift, at most half the expire. A value
-// below 0 or above half the expire, or any value on a Lock without
-// expire, makes New return an error matching ErrInvalidArgument.
+// WithSafetyMargin sets how long before the lock key can expire, counted on
+// the local clock from when the acquire or last successful renewal was
+// sent, a hold counts as lost: a holder whose renewals fail has d to stop
+// while the lock is still its own. The default is 1% of the expire plus 2
+// ms, at most half the expire. A d below 0 or above half the expire, or any
+// d without expire, makes New return an error matching ErrInvalidArgument.
 func WithSafetyMargin(d time.Duration) Option {
 	return func(c *config) { c.mark("WithSafetyMargin"); c.margin, c.marginGiven = d, true }
 }
@@ -286,38 +219,23 @@ func defaultSafetyMargin(expire time.Duration) time.Duration {
 	return min(expire/100+2*time.Millisecond, expire/2)
 }
 
-// WithTracking turns the watch on a held key on or off. With it on (the
-// default) a tracker reads the key of each hold on a connection with Redis
-// client-side caching (CLIENT TRACKING) on, so that Redis reports at once
-// any change made by someone else (a Reset, a DEL, another owner's SET
-// after the key expired, an eviction, a FLUSHALL; not a SWAPDB, for which
-// Redis sends nothing): Done closes within milliseconds instead of at the
-// next renewal. Each client has one tracker per Redis node in a process,
-// shared by all its holds there: two connections of its own, kept 30
-// seconds after the last hold ends (a server keeps at most four trackers
-// without holds), and two goroutines, which run while it watches at least
-// one hold and a second after. Each renewal or Extend costs one more GET.
-//
-// Where tracking cannot be set up (an ACL without HELLO, CLIENT ID, CLIENT
-// SETNAME, CLIENT LIST, CLIENT TRACKING, SUBSCRIBE or the channel
-// __redis__:invalidate; a proxy that refuses them; a client other than *redis.Client and
-// *redis.ClusterClient) holds are not watched and a loss is found at the
-// next renewal, or at the local deadline; Check reports it. With false,
-// holds are never watched.
+// WithTracking turns the watch on held keys on (the default) or off. A
+// watched key changed by someone else (a Reset, a DEL, another owner's SET,
+// an eviction, a FLUSHALL; not a SWAPDB) closes Done within milliseconds,
+// for two connections and two goroutines per client and Redis node, and a
+// GET per renewal or Extend. Where Redis refuses it (an ACL, a proxy, a
+// client other than *redis.Client and *redis.ClusterClient), a loss is
+// found by the renewal or the local deadline; Check reports it.
 func WithTracking(on bool) Option {
 	return func(c *config) { c.mark("WithTracking"); c.noTracking = !on }
 }
 
-// WithHashTag chooses the key scheme. With true the name is wrapped in a
-// hash tag, "lock:{name}", "lock-signal:{name}", so that a lock's keys
-// share one Redis Cluster slot; with false the keys are
-// python-redis-lock's, "lock:name", "lock-signal:name".
-//
-// The default is hash-tagged keys exactly when the client is a
-// *redis.ClusterClient. Give true for a cluster reached through another
-// client type (a proxy). With false on a *redis.ClusterClient, New returns
-// an error matching ErrInvalidArgument: python-redis-lock's keys hash to different slots and every
-// script would fail with CROSSSLOT.
+// WithHashTag chooses the key scheme: with true, "lock:{name}" and
+// "lock-signal:{name}", in one Redis Cluster slot; with false,
+// python-redis-lock's "lock:name" and "lock-signal:name". The default is
+// true exactly on a *redis.ClusterClient, where false makes New return an
+// error matching ErrInvalidArgument. Give true for a cluster behind a
+// proxy.
 func WithHashTag(on bool) Option {
 	return func(c *config) { c.mark("WithHashTag"); c.hashTag = &on }
 }

@@ -17,21 +17,14 @@ import (
 
 // Release ends this Lock's hold: it deletes the lock key if it holds this
 // Lock's id, wakes one waiter, stops the renewal, closes Done (Err then
-// returns ErrReleased) and lets the next Acquire of this Lock go ahead.
-//
-// It returns ErrNotAcquired, changing nothing, when the key is missing or
-// holds another id (the lock expired, was reset or taken; Err then says
-// which), or when this Lock holds nothing and another goroutine's Acquire
-// through it is under way. A Redis error is returned wrapped; the key may
-// then still hold this Lock's id until it expires. A ctx that has already ended (as with `defer
-// l.Release(ctx)` after a deadline) does not strand the lock: the release
-// is sent under a grace of 5 s of its own.
-//
-// It works from any Lock with the same name and id, not only the one that
-// acquired. A release whose reply was lost and that go-redis retried
-// counts as done while the hold was still valid: the retry finds the key
-// gone, or taken by the waiter the first attempt woke (on *redis.Client
-// and *redis.ClusterClient, which show such a retry).
+// returns ErrReleased) and lets the next Acquire go ahead. It works from any
+// Lock with the same name and id, and from an ended ctx, under a grace of
+// 5 s. It returns ErrNotAcquired, changing nothing, when the key is missing
+// or holds another id (Err then says why), or when this Lock holds nothing
+// while another goroutine acquires through it; a Redis error, wrapped,
+// after which the key may hold this Lock's id until it expires. A release
+// whose reply was lost and that go-redis retried counts as done while the
+// hold was valid (on *redis.Client and *redis.ClusterClient).
 func (l *Lock) Release(ctx context.Context) error {
 	err, _ := l.releaseTurn(ctx, false)
 	return err

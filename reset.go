@@ -15,12 +15,10 @@ import (
 // scanCount is the COUNT hint of each SCAN step in ResetAll.
 const scanCount = 1000
 
-// Reset deletes the lock key whoever holds it and wakes one waiter, like
-// python-redis-lock's reset. It is for administration and recovery: the
-// holder is not told, and its Release will return ErrNotAcquired. Reset on
-// a free lock still pushes a wake-up signal, which does no harm. It
-// returns how many holds it dropped (1, or 0 for a free lock), as
-// Semaphore.Reset and RWMutex.Reset do.
+// Reset deletes the lock key whoever holds it and wakes one waiter, as
+// python-redis-lock's reset; the holder is not told, and its Release
+// returns ErrNotAcquired. It returns how many holds it dropped: 1, or 0 for
+// a free lock.
 func (l *Lock) Reset(ctx context.Context) (int, error) {
 	var deleted int
 	err := topology.Do(ctx, l.client, func() (err error) {
@@ -34,22 +32,14 @@ func (l *Lock) Reset(ctx context.Context) (int, error) {
 	return deleted, nil
 }
 
-// ResetAll resets every lock under the key prefix (WithKeyPrefix; by default
-// python-redis-lock's "lock:") and wakes one waiter of each. It walks the
-// keyspace with SCAN, never KEYS, on every master of a cluster client, and
-// touches only string keys whose name starts with the prefix: glob
-// characters in the prefix are escaped, and the signal lists and other keys
-// are left alone. It takes WithKeyPrefix, WithSignalExpire, WithHashTag
-// and WithLogger; any other option, or a bad value, is an error matching
-// ErrInvalidArgument, returned before any command is sent.
-//
-// It also resets every semaphore and RWMutex under the prefix (see
-// Semaphore.Reset and RWMutex.Reset).
-//
-// It returns how many lock keys it deleted and semaphore and RWMutex holds
-// it dropped. On a Redis error it stops and
-// returns the count so far with the error. Locks taken while it runs may or
-// may not be reset, as SCAN guarantees.
+// ResetAll resets every lock, Semaphore and RWMutex under the key prefix
+// (WithKeyPrefix, taken literally; by default "lock:") as their Reset does,
+// walking the keyspace with SCAN on every master. It returns how many lock
+// keys it deleted and holds it dropped; on a Redis error, the count so far
+// with the error. Locks taken meanwhile may or may not be reset. It takes
+// WithKeyPrefix, WithSignalExpire, WithHashTag and WithLogger; any other
+// option, or a bad value, is an error matching ErrInvalidArgument, with
+// nothing sent.
 func ResetAll(ctx context.Context, client redis.UniversalClient, opts ...Option) (int, error) {
 	ks, c, err := adminConfig(client, opts, "ResetAll", "WithKeyPrefix", "WithSignalExpire", "WithHashTag", "WithLogger")
 	if err != nil {

@@ -15,27 +15,11 @@ import (
 
 // An RWMutex is a reader/writer lock in Redis, the distributed form of
 // sync.RWMutex: any number of readers, or one writer, at a time, across
-// every process that uses the same Redis and key prefix.
-//
-// An RWMutex is shared by goroutines as a sync.RWMutex is: they read
-// together and write alone. RLock returns a read Permit of its own (with
-// its own owner id, expiry, renewal and loss; its Release is the
-// RUnlock), so that readers of one process hold side by side; Lock takes
-// the write hold, which the value holds once at a time, as a Lock does
-// (Done, Err, Extend and Token are the write hold's).
-//
-// Writers are preferred as in sync.RWMutex: once a writer waits, new
-// readers wait too; the readers that were waiting when a writer releases
-// come in before the next writer (for at most the signal expire, should
-// one of them not come), so neither side starves. Nobody polls: waiters
-// sleep in BLPOP on a list of their side, and are woken by the release
-// that lets them in, or by the expiry of what holds them up.
-//
-// Each reader's hold has its own expiry on the Redis server's clock (a
-// sorted set of readers, as a semaphore's holders): a reader that crashed
-// holds writers up only until its own expire. The writer's hold is a key
-// holding its id, as the Lock's. Its keys are its own, all hash-tagged
-// with the name (one cluster slot).
+// every process that uses the same Redis and key prefix. It is safe for
+// concurrent use: RLock returns a read Permit of its own; Lock takes the
+// write hold, one at a time, as a Lock does. Once a writer waits, new
+// readers wait too, and the readers waiting when a writer releases come in
+// before the next writer. Each hold expires on its own.
 type RWMutex struct {
 	w core // first: the writer's cleanup (see run) is attached to the RWMutex's address
 	r core // the readers' side: what each read permit's core is made of (see RLock)
@@ -47,14 +31,9 @@ type RWMutex struct {
 }
 
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
-// Redis: it checks its arguments as NewSemaphore does (an expire of 0 is
-// refused, the default is DefaultExpire; a name with '}' is refused). The
-// options are the Lock's but for WithHashTag (the keys are always tagged),
-// which is refused with an error matching ErrInvalidArgument; WithTracking
-// applies to the writer's hold only (a reader learns of a loss at its
-// renewal or local deadline). With WithID the writer and every reader
-// hold under that id, so that one reader holds at a time (another RLock
-// returns ErrAlreadyAcquired).
+// Redis and checks its arguments as NewSemaphore does, but accepts
+// WithTracking, for the write hold. With WithID the writer and every reader
+// hold under that id: another RLock returns ErrAlreadyAcquired.
 func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWMutex, error) {
 	c, rt, ks, err := familyConfig(client, name, "rwmutex", opts, "WithHashTag")
 	if err != nil {
@@ -156,46 +135,40 @@ func (rwReadProtocol) registration() registration {
 // Name returns the RWMutex's name.
 func (rw *RWMutex) Name() string { return rw.w.name }
 
-// ID returns the owner id of the write hold: a random one, which changes
-// as Lock.ID's does, or the one given with WithID. Each read Permit has
-// its own (Permit.ID).
+// ID is Lock.ID for the write hold; each read Permit has its own.
 func (rw *RWMutex) ID() string { return rw.w.ownerID() }
 
 // Key returns the writer key: it holds the writer's id while one holds.
 func (rw *RWMutex) Key() string { return rw.w.keys[0] }
 
-// Lock takes the mutex for writing, waiting as long as ctx allows while
-// readers or another writer hold it; while it waits, new readers wait too.
-// Goroutines that share rw take turns at the write hold as at a Lock's
-// (see Lock). Its errors are Lock.Acquire's.
+// Lock takes the mutex for writing, as Lock.Acquire takes a Lock, waiting
+// while readers or another writer hold it; while it waits, new readers wait
+// too. Its errors are Lock.Acquire's.
 func (rw *RWMutex) Lock(ctx context.Context) error {
 	_, err := rw.w.runQueued(ctx, true)
 	return err
 }
 
-// TryLock takes the mutex for writing if nobody holds it and no reader
-// admitted after the last writer is still to come in, in one round trip;
-// else it returns ErrLocked, as it does at once while another goroutine
+// TryLock takes the mutex for writing, in one round trip, if nobody holds
+// it and no reader let in by the last writer's release has still to come
+// in; else it returns ErrLocked, as it does at once while another goroutine
 // holds or takes the write hold through rw.
 func (rw *RWMutex) TryLock(ctx context.Context) error {
 	_, err := rw.w.runQueued(ctx, false)
 	return err
 }
 
-// Unlock releases the write hold and lets in the readers that were
-// waiting, or else wakes one writer. It returns ErrNotAcquired, changing
-// nothing, when the writer key no longer holds the write hold's id (the
-// hold was lost: the next Lock may then go ahead).
+// Unlock releases the write hold as Lock.Release does, with its errors, and
+// lets in the readers that were waiting, or else wakes one writer.
 func (rw *RWMutex) Unlock(ctx context.Context) error {
 	err, _ := rw.w.releaseTurn(ctx, false)
 	return err
 }
 
 // RLock takes the mutex for reading, waiting as long as ctx allows while a
-// writer holds it or waits for it (unless this reader was waiting when the
-// last writer released: it then comes in before the next writer), and
-// returns the read Permit: its Release is the RUnlock. Its errors are
-// Lock.Acquire's; the Permit is nil with an error.
+// writer holds it or waits for it, and returns the read Permit, whose
+// Release is the RUnlock. Its errors are Lock.Acquire's; the Permit is nil
+// with an error.
 func (rw *RWMutex) RLock(ctx context.Context) (*Permit, error) {
 	p, _, err := rw.reader(ctx, true)
 	return p, err
@@ -225,27 +198,22 @@ func (rw *RWMutex) reader(ctx context.Context, blocking bool) (*Permit, *hold.Ho
 	return p, h, nil
 }
 
-// Done returns a channel closed when the write hold ends, as Lock.Done; a
-// closed channel before the first. A read Permit has its own.
+// Done is Lock.Done for the write hold.
 func (rw *RWMutex) Done() <-chan struct{} { return rw.w.done() }
 
-// Err returns nil while the write hold lasts and why it ended after, as
-// Lock.Err; ErrNotAcquired before the first.
+// Err is Lock.Err for the write hold.
 func (rw *RWMutex) Err() error { return rw.w.holdErr() }
 
-// Token returns the fencing token of the current or last write hold with
-// WithFencing: reads and writes draw from one sequence, so a write's token
-// is above every earlier read's and write's. 0 without WithFencing.
+// Token is Lock.Token for the write hold. Reads and writes draw from one
+// sequence: a write's token is above every earlier read's and write's.
 func (rw *RWMutex) Token() int64 { return rw.w.token() }
 
-// Extend sets the write hold to expire d from now (0: the RWMutex's
-// expire), as Lock.Extend does.
+// Extend is Lock.Extend for the write hold.
 func (rw *RWMutex) Extend(ctx context.Context, d time.Duration) error {
 	return rw.w.extend(ctx, d)
 }
 
-// Settle waits, as long as ctx allows, for the work the writer and the
-// read permits still run in the background (see Lock.Settle).
+// Settle is Lock.Settle for the writer and the read permits.
 func (rw *RWMutex) Settle(ctx context.Context) error {
 	if err := rw.w.settle(ctx); err != nil {
 		return err
@@ -253,9 +221,7 @@ func (rw *RWMutex) Settle(ctx context.Context) error {
 	return rw.r.settle(ctx)
 }
 
-// Do takes the mutex for writing (as Lock does), runs fn while holding it
-// and releases it, even if fn panics; fn's context is cancelled with a
-// cause matching ErrLost if the hold is lost. Its results are Lock.Do's.
+// Do is Lock.Do on the write hold.
 func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	h, err := rw.w.runQueued(ctx, true)
 	if err != nil {
@@ -274,9 +240,7 @@ func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error) 
 	return p.runHeld(ctx, h, fn)
 }
 
-// Locker returns a sync.Locker whose Lock and Unlock take and release the
-// mutex for writing, as Lock.Locker does for a Lock (no deadline, Redis
-// errors retried, a panic on an Unlock of a hold that is gone).
+// Locker is Lock.Locker for the write hold.
 func (rw *RWMutex) Locker() sync.Locker {
 	first := func(ctx context.Context) (error, func()) { return rw.w.releaseTurn(ctx, true) }
 	return locker{c: &rw.w, acquire: rw.Lock, release: rw.Unlock, firstRelease: first, err: rw.Err}

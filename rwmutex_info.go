@@ -13,7 +13,7 @@ import (
 
 // Status reads who holds the mutex, the writer or the readers (earliest
 // expiry first), and who waits, in one round trip. Expired readers and
-// lapsed registrations are dropped on the way.
+// lapsed waiters are dropped on the way.
 func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	st, err := readRWInfo(ctx, rw.w.client, rw.w.name, rw.w.keys)
 	if err != nil {
@@ -63,10 +63,9 @@ func readRWInfo(ctx context.Context, client redis.UniversalClient, name string, 
 }
 
 // Reset drops the writer and every reader, whoever holds, and lets the
-// waiters in as a writer's release would. It is for administration and
-// recovery: the holders are not told until their renewal (or, for a
-// watched writer, its watch) finds the hold gone. It returns how many
-// holds it dropped.
+// waiters in as a writer's release would. The holders are not told until
+// their renewal, or a writer's watch, finds the hold gone. It returns how
+// many holds it dropped.
 func (rw *RWMutex) Reset(ctx context.Context) (int, error) {
 	n, err := resetRWMutex(ctx, rw.w.client, rw.w.keys, rw.w.signalExpireMS)
 	if err != nil {

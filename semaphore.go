@@ -15,22 +15,10 @@ import (
 )
 
 // A Semaphore lets at most size holders at a time, across every process
-// that uses the same Redis and key prefix, into what it guards: "at most 5
-// workers call the payment API at once". It is the distributed form of
-// golang.org/x/sync/semaphore with a weight of one per Acquire.
-//
-// A Semaphore is shared as an x/sync semaphore is: any number of
-// goroutines may call Acquire on one value, and each successful call
-// returns a Permit of its own, with its own owner id, expiry, renewal and
-// loss; the Permit's Release gives it back. Each permit expires on its
-// own, judged by the Redis server's clock, and is renewed while held, so
-// a holder that crashed frees its permit at its expire (DefaultExpire
-// unless WithExpire) and a waiter wakes then. Waiters never poll: they
-// sleep in BLPOP on the semaphore's signal list, and a release wakes one
-// waiter per permit it frees.
-//
-// Its keys are its own, all hash-tagged with the name so that they share
-// one cluster slot; python-redis-lock has no semaphore.
+// that uses the same Redis and key prefix, into what it guards, as
+// golang.org/x/sync/semaphore does with a weight of one. It is safe for
+// concurrent use: each successful Acquire returns a Permit of its own,
+// which expires on its own and is renewed while held.
 type Semaphore struct {
 	core // the semaphore's keys, for Holders, Reset and Settle
 	size int
@@ -42,24 +30,13 @@ type Semaphore struct {
 	extra []any
 }
 
-// NewSemaphore returns a Semaphore named name with size permits on
-// client. It sends nothing to Redis: it only checks its arguments,
-// returning an error matching ErrInvalidArgument (ErrNilClient for a nil
-// client) for an empty name, a size below 1, WithExpire(0) (a semaphore's
-// permits must expire), a name with '}' or a prefix with a brace, or a bad
-// option. Without WithExpire a permit lasts DefaultExpire and is renewed
-// while held.
-//
-// The options are the Lock's but for WithHashTag (a semaphore's keys are
-// always hash-tagged) and WithTracking (a holder learns of a loss at its
-// renewal or local deadline, as an untracked Lock does): either is refused
-// with an error matching ErrInvalidArgument. With WithID every permit is
-// held under that id, so that one holds at a time: another Acquire
-// returns ErrAlreadyAcquired while it does.
-//
-// Every process that uses the name must use the same size: an Acquire
-// that finds holders with another size fails with ErrSizeMismatch and
-// takes nothing.
+// NewSemaphore returns a Semaphore named name with size permits on client,
+// sending nothing to Redis. It checks its arguments as New does, and also
+// refuses, with an error matching ErrInvalidArgument, a size below 1,
+// WithExpire(0), a name with '}' or a prefix with a brace (its keys are
+// always hash-tagged), WithHashTag and WithTracking. With WithID every
+// permit is held under that id: another Acquire returns ErrAlreadyAcquired.
+// Every process must use the same size.
 func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...Option) (*Semaphore, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("semaphore %q: %w", name, errInvalidSize)
@@ -101,24 +78,13 @@ func (s *Semaphore) Name() string { return s.name }
 // Size returns how many may hold at once.
 func (s *Semaphore) Size() int { return s.size }
 
-// Key returns the Redis key of the holders: a sorted set of owner ids,
-// each scored by its expiry in milliseconds of the server's clock.
+// Key returns the Redis key of the semaphore's holders.
 func (s *Semaphore) Key() string { return s.keys[0] }
 
 // Acquire takes a permit, waiting as long as ctx allows while all are
-// held, and returns it. Release it when done.
-//
-// What can go wrong (the Permit is then nil):
-//   - ctx ends while every permit is held: the error matches ErrLocked
-//     and ctx's error;
-//   - Redis does not answer: ErrUnreachable, never ErrLocked;
-//   - the holders use another size: ErrSizeMismatch;
-//   - a holder already has the caller-given id (WithID):
-//     ErrAlreadyAcquired.
-//
-// It waits as Lock.Acquire does: in BLPOP on the signal list, woken by a
-// release (one waiter per freed permit) or, when a holder died, at the
-// earliest holder's expiry.
+// held, and returns it; Release it when done. Its errors are
+// Lock.Acquire's, and ErrSizeMismatch; the Permit is then nil. A release
+// wakes one waiter per permit it frees.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	p, _, err := s.permit(ctx, true)
 	return p, err
@@ -152,9 +118,7 @@ func (s *Semaphore) permit(ctx context.Context, blocking bool) (*Permit, *hold.H
 }
 
 // Do acquires a permit (waiting as Acquire does), runs fn while holding
-// it, and releases it, even if fn panics. fn's context is cancelled, with
-// a cause matching ErrLost, when the permit is lost. Its results are
-// Lock.Do's.
+// it, and releases it, as Lock.Do does, with its results.
 func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	p, h, err := s.permit(ctx, true)
 	if err != nil {
@@ -173,63 +137,49 @@ func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) erro
 	return p.runHeld(ctx, h, fn)
 }
 
-// Settle waits, as long as ctx allows, for the work this Semaphore's
-// permits still run in the background, as Lock.Settle does.
+// Settle is Lock.Settle for this Semaphore's permits.
 func (s *Semaphore) Settle(ctx context.Context) error { return s.settle(ctx) }
 
-// A Permit is one shared hold: a Semaphore's permit, or an RWMutex's
-// read hold, from the call that returned it until its Release or its
-// loss. Each has its own owner id, expiry, renewal and loss. It is safe
-// for use by several goroutines; it holds once, and is not acquired
-// again.
+// A Permit is one shared hold, a Semaphore's permit or an RWMutex's read
+// hold, with its own owner id, expiry and renewal. It is safe for
+// concurrent use; it holds once, until its Release or its loss.
 type Permit struct {
 	core // first: a Permit dropped while held is abandoned (see take)
 }
 
-// Release gives the permit back and wakes one waiter for it (and one for
-// each permit that expired meanwhile); a read permit's Release is the
-// RUnlock: the last reader out wakes a waiting writer. It returns ErrNotAcquired,
-// changing nothing, when the permit is no longer held under its id: it
-// expired on the server's clock, was reset, or was released before. A
-// release whose reply was lost is judged as Lock.Release judges one. Then
-// Done is closed and Err returns ErrReleased, or the loss.
+// Release gives the permit back, waking one waiter for it and one per
+// permit that expired meanwhile (the last reader out wakes a waiting
+// writer), and ends the hold as Lock.Release does. It returns
+// ErrNotAcquired, changing nothing, when the permit is no longer held under
+// its id (it expired, was reset, or was released before).
 func (p *Permit) Release(ctx context.Context) error { return p.release(ctx, nil) }
 
-// Extend sets the permit to expire d from now on the server's clock, if it
-// is still held; d of 0 means its own expire (WithExpire). It returns an
-// error matching ErrInvalidArgument, sending nothing, for a d below 1ms or
-// not longer than the safety margin, and ErrNotAcquired when the permit is
-// no longer held (it is never recreated). It also moves the permit's local
-// deadline; renewals never shorten it, as with Lock.Extend.
+// Extend sets the permit to expire d from now on the server's clock, as
+// Lock.Extend does, with its errors but ErrNotExpirable.
 func (p *Permit) Extend(ctx context.Context, d time.Duration) error { return p.extend(ctx, d) }
 
-// Done returns a channel closed when the permit is no longer held: by
-// Release, or by loss, learnt at its renewal (the permit gone) or when its
-// local deadline passes with no renewal answered.
+// Done returns a channel closed when the permit is no longer held, as
+// Lock.Done; a loss is found at its renewal or local deadline.
 func (p *Permit) Done() <-chan struct{} { return p.done() }
 
 // Err returns nil while the permit is held, and afterwards why it ended,
 // as Lock.Err: ErrReleased, or an error matching ErrLost and its reason.
 func (p *Permit) Err() error { return p.holdErr() }
 
-// Token returns the permit's fencing token with WithFencing: larger than
-// every earlier grant of a permit of this semaphore (of a hold of this
-// RWMutex, read or write); 0 without it.
+// Token returns the permit's fencing token with WithFencing (0 without),
+// above every earlier grant of this semaphore or RWMutex.
 func (p *Permit) Token() int64 { return p.token() }
 
-// ID returns the owner id the permit is held under, as Holders lists it:
-// a random one, or the one given with WithID.
+// ID returns the owner id the permit is held under: a random one, or the
+// one given with WithID.
 func (p *Permit) ID() string { return p.ownerID() }
 
-// Key returns the Redis key of the holders it is one of: Semaphore.Key,
-// or an RWMutex's readers key (a sorted set of reader ids, each scored by
-// its expiry in milliseconds of the server's clock).
+// Key returns the Redis key of the holders it is one of: Semaphore.Key, or
+// an RWMutex's readers key.
 func (p *Permit) Key() string { return p.keys[0] }
 
-// Status reads who holds a permit of the semaphore, earliest expiry
-// first, in one round trip: a LockInfo each, with the size they use.
-// Expired holders are dropped on the way, as every script of the
-// semaphore does.
+// Status reads who holds a permit, earliest expiry first, in one round
+// trip. Expired holders are dropped on the way.
 func (s *Semaphore) Status(ctx context.Context) (Status, error) {
 	holders, err := readHolders(ctx, s.client, s.name, s.keys)
 	if err != nil {
@@ -268,10 +218,9 @@ func readHolders(ctx context.Context, client redis.UniversalClient, name string,
 	return holders, nil
 }
 
-// Reset drops every holder of the semaphore, whoever holds, and wakes one
-// waiter per permit. It is for administration and recovery: the holders
-// are not told until their renewal finds the permit gone, and their
-// Release returns ErrNotAcquired. It returns how many holders it dropped.
+// Reset drops every holder, whoever holds, and wakes one waiter per permit.
+// The holders are not told until their renewal finds the permit gone, and
+// their Release returns ErrNotAcquired. It returns how many it dropped.
 func (s *Semaphore) Reset(ctx context.Context) (int, error) {
 	n, err := resetSemaphore(ctx, s.client, s.keys, s.signalExpireMS)
 	if err != nil {
