@@ -110,33 +110,48 @@ func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
 // head's abandoned wait). Eight rounds, with and without latency.
 func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 	t.Parallel()
-	for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
-		t.Run(fmt.Sprint("latency ", latency), func(t *testing.T) {
-			ctx := ctxT(t)
-			_, shared, w1 := behindWriter(t, ctx, latency)
-			for round := range 8 {
-				var wg sync.WaitGroup
-				var readers []*rwParticipant
-				for i := range 2 {
-					r := mustRWMutex(t, shared, "cfg")
-					readers = append(readers, r)
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rctx, cancel := context.WithTimeout(ctx, time.Duration(100+50*i)*time.Millisecond)
-						defer cancel()
-						r.RLock(rctx)
-					}()
+	for _, side := range []struct {
+		name    string
+		n       int
+		wait    func(rw *rwParticipant, ctx context.Context) error
+		waiting func(rwInfo) int
+	}{
+		{"readers", 2, (*rwParticipant).RLock, func(i rwInfo) int { return i.WaitingReaders }},
+		// Writers register each for itself. Ten on one client share its
+		// eight wait lanes: a writer that gives up is then not alone in
+		// its BLPOP, whose read is not cut, and the try behind it runs
+		// and registers it again, unless its registration is taken back
+		// after that try.
+		{"writers", 10, (*rwParticipant).Lock, func(i rwInfo) int { return i.WaitingWriters }},
+	} {
+		for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
+			t.Run(fmt.Sprint(side.name, " latency ", latency), func(t *testing.T) {
+				ctx := ctxT(t)
+				_, shared, w1 := behindWriter(t, ctx, latency)
+				for round := range 8 {
+					var wg sync.WaitGroup
+					var waiters []*rwParticipant
+					for i := range side.n {
+						r := mustRWMutex(t, shared, "cfg")
+						waiters = append(waiters, r)
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							rctx, cancel := context.WithTimeout(ctx, time.Duration(100+50*(i%2))*time.Millisecond)
+							defer cancel()
+							side.wait(r, rctx)
+						}()
+					}
+					wg.Wait()
+					for _, r := range waiters {
+						r.Settle(ctx)
+					}
+					if info, _ := w1.Info(ctx); side.waiting(info) != 0 {
+						t.Fatalf("round %d: %d waiting %s left after all %d gave up", round, side.waiting(info), side.name, side.n)
+					}
 				}
-				wg.Wait()
-				for _, r := range readers {
-					r.Settle(ctx)
-				}
-				if info, _ := w1.Info(ctx); info.WaitingReaders != 0 {
-					t.Fatalf("round %d: %d waiting readers left after both gave up", round, info.WaitingReaders)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
