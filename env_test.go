@@ -110,6 +110,15 @@ func mustAcquire(t testing.TB, ctx context.Context, l *redislock.Lock) {
 	}
 }
 
+// long skips t under -short: a process, fault, cluster or replica
+// scenario, which the full run has (go test -short is the quick loop).
+func long(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what)
+	}
+}
+
 // ctxT returns a context that ends with the test, or after 20 s.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -162,6 +162,7 @@ func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
 // without (go-redis then ignores the deadline while it reads).
 func TestBlackholeDeadline(t *testing.T) {
 	t.Parallel()
+	long(t, "blackholes the connection")
 	for _, tc := range []struct {
 		name  string
 		opts  func(*redis.Options)

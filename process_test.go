@@ -196,6 +196,7 @@ func TestMultiProcessMutualExclusion(t *testing.T) {
 // key has no expire, and the same check finds the waiter still waiting.
 func TestHolderKilled(t *testing.T) {
 	t.Parallel()
+	long(t, "kills a holder process")
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string
@@ -230,6 +231,7 @@ func TestHolderKilled(t *testing.T) {
 // the broken variant the resumed holder releases with a plain DEL, and the
 // same check finds the new owner's key gone.
 func TestHolderPausedPastTTL(t *testing.T) {
+	long(t, "pauses a holder process")
 	for _, tc := range []struct {
 		name    string
 		release string
@@ -387,6 +389,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 // deadline (CI: 3 of 8 waiters through a restart with go-redis v9.23).
 func TestTryAfterALostWaitHasTheCallersTime(t *testing.T) {
 	t.Parallel()
+	long(t, "restarts the server under waiters")
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

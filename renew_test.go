@@ -194,6 +194,7 @@ func TestLossIsReported(t *testing.T) {
 // deadline that ran past the key's would be: the same check finds Done
 // closing long after the key could have expired.
 func TestServerKilledDuringRenewedHold(t *testing.T) {
+	long(t, "kills the server under a hold")
 	const expire = 600 * time.Millisecond
 	for _, tc := range []struct {
 		name       string

@@ -577,6 +577,7 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 // waiting.
 func TestRWMutexReaderKilled(t *testing.T) {
 	t.Parallel()
+	long(t, "kills a reader process")
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string

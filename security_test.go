@@ -21,6 +21,7 @@ import (
 // it. Under noeviction the writes that need room fail instead, and the lock
 // stays. Hence noeviction is a requirement (README, Check).
 func TestEviction(t *testing.T) {
+	long(t, "fills the server's memory")
 	for _, tc := range []struct {
 		policy      string
 		wantEvicted bool

@@ -191,6 +191,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 // finds the waiter still waiting.
 func TestSemaphoreHolderKilled(t *testing.T) {
 	t.Parallel()
+	long(t, "kills a holder process")
 	const ttl = time.Second
 	for _, tc := range []struct {
 		name, expire string
@@ -241,6 +242,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 // renewal that recreates one would), and the same check finds two holders
 // of a size-1 semaphore.
 func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
+	long(t, "pauses a holder process")
 	for _, tc := range []struct {
 		name, release string
 		broken        bool

@@ -235,6 +235,7 @@ func TestAckTimeoutBound(t *testing.T) {
 // 3.3 s ack on a 5 s read timeout, which New now refuses).
 func TestAckAtItsLimitKeepsSlicesLong(t *testing.T) {
 	t.Parallel()
+	long(t, "starts a replica")
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	ctx := ctxT(t)

@@ -287,6 +287,7 @@ func hasSeverity(r redislock.Report, sev redislock.Severity) bool {
 // last error.
 func TestUnacknowledgedRenewalFails(t *testing.T) {
 	t.Parallel()
+	long(t, "stalls a replica")
 	// Redis times WAIT out at its hz (100 ms by default), and a loaded
 	// machine acknowledges slowly: a 1 s ack timeout, and an expire that
 	// leaves room for a failed renewal.

@@ -117,6 +117,7 @@ func TestLossNoticedAtOnce(t *testing.T) {
 // has its own tracker.
 func TestLossNoticedAtOnceOnCluster(t *testing.T) {
 	t.Parallel()
+	long(t, "starts a 3-node cluster")
 	cl := redistest.StartCluster(t, 3)
 	ctx := ctxT(t)
 	admin := cl.Client(t)
@@ -401,6 +402,7 @@ func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
 // connection, and a DEL after that is noticed at once.
 func TestDeadReaderIsReplaced(t *testing.T) {
 	t.Parallel()
+	long(t, "kills the key watch's connection")
 	for _, tc := range []struct {
 		name   string
 		dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -788,6 +790,7 @@ func infoField(t *testing.T, c *redis.Client, section, field string) string {
 // (Found by review: the DEL was noticed by the renewal.)
 func TestReaderClosedByServerTimeoutIsReplaced(t *testing.T) {
 	t.Parallel()
+	long(t, "waits for the server to close an idle connection")
 	s := redistest.Start(t, "timeout 1")
 	ctx := ctxT(t)
 	// The server closes the test's own idle connections too, and go-redis

@@ -389,6 +389,7 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 // missed invalidation, and failed when the two raced.)
 func TestBlackholedSubscriberIsReplaced(t *testing.T) {
 	t.Parallel()
+	long(t, "blackholes the key watch")
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
