@@ -3,8 +3,9 @@
 // outage. It gives a Redis for one test, in-process (NewMini, miniredis)
 // or a real redis-server on a free loopback port (NewReal), and acts on
 // the locks of that server as an operator or an outage would: ForceLoss,
-// Steal, FastForward, Outage; ForceLoss also takes a Semaphore and an
-// RWMutex, and StealPermit steals a Semaphore's permit.
+// Steal, FastForward, Outage; ForceLoss also takes a Permit (a
+// Semaphore's, or an RWMutex's read permit) and an RWMutex's write hold,
+// and StealPermit steals a Semaphore's permit.
 //
 // The locks under test are real redislock Locks talking to a real Redis
 // protocol: what the test shows is what production does, which a mock of
