@@ -180,4 +180,28 @@ func TestRWMutexCluster(t *testing.T) {
 		}
 		r3.RUnlock(ctx)
 	}
+	// Writers that give up on a cluster client return at once, their
+	// wait finished behind them: the registration each takes back must
+	// not be made again by that wait's try after it (no ghost writer,
+	// which would keep readers out for a slice and a second).
+	holder := mustRWMutex(t, cc, names[0])
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 8 {
+		quitter := mustRWMutex(t, cl.Client(t), names[0])
+		qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := quitter.Lock(qctx)
+		cancel()
+		if !errors.Is(err, redislock.ErrLocked) {
+			t.Fatalf("round %d: a Lock that gave up = %v", round, err)
+		}
+		if err := quitter.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := holder.Info(ctx); err != nil || info.WaitingWriters != 0 {
+			t.Fatalf("round %d: %+v, %v after the writer gave up; want no waiting writer", round, info, err)
+		}
+	}
+	holder.Unlock(ctx)
 }
