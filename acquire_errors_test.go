@@ -64,6 +64,28 @@ func TestBusyAndDownAreToldApart(t *testing.T) {
 		check(t, "Acquire(150 ms) on a held lock", l.Acquire(dctx), redislock.ErrLocked, redislock.ErrUnreachable, true)
 	})
 
+	t.Run("busy-then-silent", func(t *testing.T) {
+		// Redis stops answering while a waiter waits behind a holder:
+		// when its context ends, the wake-up of its wait gets no reply,
+		// and it says Redis did not answer, not that the lock is held.
+		s := redistest.Start(t)
+		t.Cleanup(s.Cont)
+		mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
+		l := mustNew(t, s.Client(), "job")
+		dctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+		defer cancel()
+		got := make(chan error, 1)
+		go func() { got <- l.Acquire(dctx) }()
+		waitBlocked(t, s.Client(), 1) // the waiter sleeps in BLPOP
+		s.Pause()
+		err := <-got
+		s.Cont()
+		check(t, "Acquire with Redis paused during the wait", err, redislock.ErrUnreachable, redislock.ErrLocked, true)
+		if err := l.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("ended-context", func(t *testing.T) {
 		// A context that has ended before the call: nothing is asked,
 		// nothing is known of the lock (free here) and nothing is sent.

@@ -201,6 +201,32 @@ func TestRunBusy(t *testing.T) {
 	}
 }
 
+// A run that waits behind a holder while Redis stops answering exits as
+// unreachable (1), not as busy: its wait's wake-up went unanswered.
+func TestRunBusyThenSilentRedisIsNotBusy(t *testing.T) {
+	s := redistest.Start(t)
+	t.Cleanup(s.Cont)
+	ctx := ctxT(t)
+	holder, _ := redislock.New(s.Client(), "job", redislock.WithID("holder-1"))
+	if err := holder.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCmd(t, "run", "-w", "1s", "--redis", s.Addr, "job", "--", "true")
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitBlocked(t, s.Client(), 1) // the run waits in BLPOP
+	s.Pause()
+	err := cmd.Wait()
+	s.Cont()
+	code := cmd.ProcessState.ExitCode()
+	if code != exitFail || strings.Contains(errOut.String(), "busy") {
+		t.Fatalf("run -w 1s with Redis paused during its wait: exit %d (%v), %q; want %d, unreachable, not busy", code, err, errOut.String(), exitFail)
+	}
+}
+
 func TestRunExitCodeAndRenewal(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)

@@ -244,7 +244,10 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(stderr, "run", exitUsage, err)
 		}
 		lock, busy = l, func(ctx context.Context) string {
-			owner, _ := l.OwnerID(ctx)
+			owner, err := l.OwnerID(ctx)
+			if err != nil {
+				return fmt.Sprintf("lock %q is busy (its owner could not be read: %v)", name, err)
+			}
 			if owner == "" {
 				return fmt.Sprintf("lock %q is busy (and was released just after)", name)
 			}
@@ -292,7 +295,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if f.busyCode == 0 || f.quiet {
 			return f.busyCode // asked for: silent, as flock -n (cron mails any output)
 		}
-		return fail(stderr, "run", f.busyCode, errors.New(busy(context.WithoutCancel(ctx))))
+		// Who holds it is read with a deadline of its own: the message
+		// must not wait on a Redis that stopped answering.
+		bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer bcancel()
+		return fail(stderr, "run", f.busyCode, errors.New(busy(bctx)))
 	default:
 		return fail(stderr, "run", exitFail, err)
 	}
