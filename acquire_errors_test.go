@@ -86,6 +86,28 @@ func TestBusyAndDownAreToldApart(t *testing.T) {
 		}
 	})
 
+	t.Run("silent-release-and-retry", func(t *testing.T) {
+		// With Redis silent, a Release with a deadline, and an Acquire
+		// after a try that got no answer (its cleanup still pending), say
+		// Redis did not answer.
+		s := redistest.Start(t)
+		t.Cleanup(s.Cont)
+		c := s.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.MaxRetries = -1 })
+		held := mustNew(t, c, "held")
+		mustAcquire(t, ctx, held)
+		other := mustNew(t, c, "other")
+		s.Pause()
+		short := func() context.Context {
+			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			t.Cleanup(cancel)
+			return sctx
+		}
+		check(t, "Release with Redis paused", held.Release(short()), redislock.ErrUnreachable, redislock.ErrNotAcquired, false)
+		check(t, "TryAcquire with Redis paused", other.TryAcquire(short()), redislock.ErrUnreachable, redislock.ErrLocked, false)
+		check(t, "Acquire after an unanswered try", other.Acquire(short()), redislock.ErrUnreachable, redislock.ErrLocked, false)
+		s.Cont()
+	})
+
 	t.Run("ended-context", func(t *testing.T) {
 		// A context that has ended before the call: nothing is asked,
 		// nothing is known of the lock (free here) and nothing is sent.
@@ -120,4 +142,42 @@ func TestBusyAndDownAreToldApart(t *testing.T) {
 		r := receive(t, got)
 		check(t, "Acquire when Redis goes away during the wait", r.err, redislock.ErrUnreachable, redislock.ErrLocked, false)
 	})
+}
+
+// Misuse gets a clear error, sending nothing: a nil fn for Do, TryDo and
+// RDo, and the calls of a Lock, Semaphore or RWMutex made without its
+// constructor (a zero Lock blocked forever, a zero Semaphore panicked).
+func TestMisuseIsRefused(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	l := mustNew(t, c, "job")
+	sem := mustSemaphore(t, c, "pool", 2)
+	rw := mustRWMutex(t, c, "cfg")
+	for name, err := range map[string]error{
+		"Lock.Do(nil)":        l.Do(ctx, nil),
+		"Lock.TryDo(nil)":     l.TryDo(ctx, nil),
+		"Semaphore.Do(nil)":   sem.Do(ctx, nil),
+		"Semaphore.TryDo":     sem.TryDo(ctx, nil),
+		"RWMutex.Do(nil)":     rw.Do(ctx, nil),
+		"RWMutex.RDo(nil)":    rw.RDo(ctx, nil),
+		"zero Lock.Acquire":   new(redislock.Lock).Acquire(ctx),
+		"zero Lock.Release":   new(redislock.Lock).Release(ctx),
+		"zero Lock.Do":        new(redislock.Lock).Do(ctx, func(context.Context) error { return nil }),
+		"zero RWMutex.Lock":   new(redislock.RWMutex).Lock(ctx),
+		"zero RWMutex.Unlock": new(redislock.RWMutex).Unlock(ctx),
+	} {
+		if !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Errorf("%s = %v; want ErrInvalidArgument", name, err)
+		}
+	}
+	if _, err := new(redislock.Semaphore).TryAcquire(ctx); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Errorf("zero Semaphore.TryAcquire = %v; want ErrInvalidArgument", err)
+	}
+	if _, err := new(redislock.RWMutex).RLock(ctx); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Errorf("zero RWMutex.RLock = %v; want ErrInvalidArgument", err)
+	}
+	if keys := b.mini.Keys(); len(keys) != 0 {
+		t.Fatalf("misuse wrote %v; want nothing", keys)
+	}
 }

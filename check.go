@@ -75,7 +75,8 @@ func (r Report) OK() bool {
 //
 // It only reads, and closes the connections it opens. It returns an error
 // only when a master cannot be reached, or one matching ErrInvalidArgument
-// when the client or opts are invalid, as New does.
+// for an invalid client, or an option other than WithReplicaAck and
+// WithTracking.
 func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (Report, error) {
 	if isNil(client) {
 		return nil, ErrNilClient
@@ -84,6 +85,9 @@ func Check(ctx context.Context, client redis.UniversalClient, opts ...Option) (R
 		return nil, err
 	}
 	c := newConfig(opts)
+	if err := c.only("Check", "WithReplicaAck", "WithTracking"); err != nil {
+		return nil, err
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

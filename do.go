@@ -22,6 +22,9 @@ const releaseTimeout = 5 * time.Second
 // lock was held until released. The release acts only on the hold this
 // call acquired.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return l.wrap(errNilFunc)
+	}
 	h, err := l.runQueued(ctx, true)
 	if err != nil {
 		return err
@@ -33,6 +36,9 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 // TryDo is Do without waiting: when another owner holds the lock it returns
 // ErrLocked at once and fn does not run.
 func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return l.wrap(errNilFunc)
+	}
 	h, err := l.runQueued(ctx, false)
 	if err != nil {
 		return err

@@ -36,10 +36,10 @@
 //
 // # Contexts and connections
 //
-// Every call that talks to Redis takes a context. An Acquire returns
+// Every call that talks to Redis takes a context. A wait in Acquire ends
 // within a round trip of its context's end, whatever the client's options;
-// set the client option ContextTimeoutEnabled so that deadlines bound the
-// other commands too. Waiting runs on connections the package opens beside
+// its tries and every other command are bounded by the context only with
+// the client option ContextTimeoutEnabled (else by its read timeout). Waiting runs on connections the package opens beside
 // your client (at most 8 per client and node), never on your pool; the key
 // watch has two more. They close 30 s after they were last needed;
 // Shutdown closes them at once.

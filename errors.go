@@ -153,7 +153,23 @@ var (
 	// errInvalidSafetyMargin is returned by New for a WithSafetyMargin
 	// below 0, above half the expire, or on a Lock without expire.
 	errInvalidSafetyMargin = invalid("safety margin needs an expire and must be from 0 to half of it")
+
+	// errNilFunc is returned by Do, TryDo and RDo for a nil fn, before
+	// anything is sent.
+	errNilFunc = invalid("nil func")
+
+	// errZeroValue is returned by the calls of a Lock, Semaphore or
+	// RWMutex that was not made by its constructor.
+	errZeroValue = invalid("a zero value: make it with New, NewSemaphore or NewRWMutex")
 )
+
+// usable returns errZeroValue for a core its constructor did not make.
+func (l *core) usable() error {
+	if l.client == nil {
+		return errZeroValue
+	}
+	return nil
+}
 
 // invalid makes an argument error that matches both itself and
 // ErrInvalidArgument.

@@ -113,6 +113,9 @@ func (l *Lock) TryAcquire(ctx context.Context) error {
 // runQueued is run after this Lock's local turn (see Lock): the turn is
 // given back when the acquire fails, or by the Release of its hold.
 func (l *core) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	select {
 	case l.turn <- struct{}{}:
 	default:
@@ -187,9 +190,9 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 // its watch.
 func (l *core) take(ctx context.Context, blocking bool) (*hold.Hold, error) {
 	if err := l.cleanups.Wait(ctx); err != nil { // our own cleanup, not another owner
-		// Neither busy nor known to be down: an earlier attempt's giveback,
-		// or a given-up wait's wake-up, had not been answered yet.
-		return nil, l.wrap(fmt.Errorf("acquire: waiting for an earlier attempt's cleanup: %w", err))
+		// Not busy: an earlier attempt's giveback, or a given-up wait's
+		// wake-up, had not been answered yet.
+		return nil, l.wrap(fmt.Errorf("acquire: %w: an earlier attempt's cleanup had no answer yet: %w", ErrUnreachable, err))
 	}
 	sent, won, err := l.acquire(ctx, blocking)
 	if err != nil {
@@ -328,6 +331,9 @@ func (l *Lock) OwnerID(ctx context.Context) (string, error) {
 
 // wrap adds the lock's name to err.
 func (l *core) wrap(err error) error {
+	if l.proto == nil { // a zero value
+		return err
+	}
 	return fmt.Errorf("%s %q: %w", l.proto.kind(), l.name, err)
 }
 

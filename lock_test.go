@@ -745,6 +745,14 @@ func TestOptionsACallIgnoresAreRefused(t *testing.T) {
 			_, err := redislock.List(ctx, c, "*", redislock.WithSignalExpire(time.Second))
 			return err
 		},
+		"Check WithID": func() error {
+			_, err := redislock.Check(ctx, c, redislock.WithID("w1"))
+			return err
+		},
+		"Check WithFencing": func() error {
+			_, err := redislock.Check(ctx, c, redislock.WithTracking(false), redislock.WithFencing())
+			return err
+		},
 	}
 	for name, call := range refused {
 		err := call()
@@ -767,6 +775,9 @@ func TestOptionsACallIgnoresAreRefused(t *testing.T) {
 	}
 	if _, err := redislock.List(ctx, c, "*", redislock.WithKeyPrefix("p:"), redislock.WithHashTag(false)); err != nil {
 		t.Fatalf("List(WithKeyPrefix, WithHashTag) = %v", err)
+	}
+	if _, err := redislock.Check(ctx, c, redislock.WithTracking(false)); err != nil {
+		t.Fatalf("Check(WithTracking) = %v", err)
 	}
 }
 

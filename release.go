@@ -36,6 +36,9 @@ func (l *Lock) Release(ctx context.Context) error {
 // the release under it (Locker's Unlock): no Acquire of this Lock may
 // start before the key is freed.
 func (l *core) releaseTurn(ctx context.Context, keep bool) (error, func()) {
+	if err := l.usable(); err != nil {
+		return err, nil
+	}
 	select {
 	case l.turn <- struct{}{}:
 		// Nothing is held or being acquired through this Lock: a release
@@ -120,7 +123,7 @@ func (l *core) finishRelease(ctx context.Context, h *hold.Hold, before lockState
 		if h != nil {
 			h.End(hold.LostErr(fmt.Errorf("%w: the release was not sent: %w", ErrUnreachable, err)))
 		}
-		return l.wrap(fmt.Errorf("release: %w", err))
+		return l.wrap(fmt.Errorf("release: %w: an earlier attempt's cleanup had no answer yet: %w", ErrUnreachable, err))
 	}
 	if h != nil {
 		// Stop renewing and watching before the release is sent: a
@@ -191,7 +194,8 @@ func judgeRelease(n int64, ownRetry bool, err error) (error, error) {
 		// our id until it expires or a later Release gets through.
 		return fmt.Errorf("release: %w", err), fmt.Errorf("%w: the release was refused: %w", ErrUnreachable, err)
 	case err != nil:
-		return fmt.Errorf("release: %w", err), nil
+		// No answer: the release may or may not have run.
+		return fmt.Errorf("release: %w: %w", ErrUnreachable, err), nil
 	case n != releaseDone && ownRetry:
 		// Our own release ran, and its reply was lost: go-redis's retry
 		// found the key gone, or already taken by the waiter it woke.

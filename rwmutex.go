@@ -183,6 +183,9 @@ func (rw *RWMutex) TryRLock(ctx context.Context) (*Permit, error) {
 
 // reader acquires a new read permit, and returns it with its hold.
 func (rw *RWMutex) reader(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
+	if err := rw.r.usable(); err != nil {
+		return nil, nil, err
+	}
 	c := rw.cfg
 	if !c.idGiven {
 		c.id = newOwnerID() // each reader holds under an id of its own
@@ -223,6 +226,9 @@ func (rw *RWMutex) Settle(ctx context.Context) error {
 
 // Do is Lock.Do on the write hold.
 func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return rw.w.wrap(errNilFunc)
+	}
 	h, err := rw.w.runQueued(ctx, true)
 	if err != nil {
 		return err
@@ -233,6 +239,9 @@ func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) e
 
 // RDo is Do for reading, on a read permit of its own.
 func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return rw.w.wrap(errNilFunc)
+	}
 	p, h, err := rw.reader(ctx, true)
 	if err != nil {
 		return err

@@ -100,6 +100,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 
 // permit acquires a new permit, and returns it with its hold.
 func (s *Semaphore) permit(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
+	if err := s.usable(); err != nil {
+		return nil, nil, err
+	}
 	c := s.cfg
 	if !c.idGiven {
 		c.id = newOwnerID() // each permit is a holder of its own
@@ -120,6 +123,9 @@ func (s *Semaphore) permit(ctx context.Context, blocking bool) (*Permit, *hold.H
 // Do acquires a permit (waiting as Acquire does), runs fn while holding
 // it, and releases it, as Lock.Do does, with its results.
 func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return s.wrap(errNilFunc)
+	}
 	p, h, err := s.permit(ctx, true)
 	if err != nil {
 		return err
@@ -130,6 +136,9 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // TryDo is Do without waiting: when every permit is held it returns
 // ErrLocked at once and fn does not run.
 func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return s.wrap(errNilFunc)
+	}
 	p, h, err := s.permit(ctx, false)
 	if err != nil {
 		return err

@@ -27,9 +27,12 @@ func TestHelpTextsAreWrapped(t *testing.T) {
 // prose is docs/command.md now.)
 func TestHelpFitsAScreen(t *testing.T) {
 	for _, cmd := range []string{"run", "status", "list", "reset", "reset-all", "check"} {
-		code, _, help := runCLI(t, cmd, "--help")
-		if code != exitOK {
-			t.Fatalf("%s --help: exit %d", cmd, code)
+		code, help, errOut := runCLI(t, cmd, "--help")
+		if code != exitOK || errOut != "" {
+			t.Fatalf("%s --help: exit %d, stderr %q; want 0, the help on stdout (redislock %s --help | less)", cmd, code, errOut, cmd)
+		}
+		if code, same, _ := runCLI(t, "help", cmd); code != exitOK || same != help {
+			t.Errorf("redislock help %s: exit %d, %d bytes; want %s --help's", cmd, code, len(same), cmd)
 		}
 		lines := strings.Split(strings.TrimRight(help, "\n"), "\n")
 		if len(lines) > 40 {

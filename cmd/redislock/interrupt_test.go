@@ -173,9 +173,9 @@ func TestRunNoWaitInterrupted(t *testing.T) {
 // The help documents the exit code of an interruption that the tests above
 // check.
 func TestRunHelpDocumentsInterruption(t *testing.T) {
-	_, _, errOut := runCLI(t, "run", "--help")
+	_, help, _ := runCLI(t, "run", "--help")
 	for _, want := range []string{"128+N", fmt.Sprintf("SIGINT %d", 128+int(syscall.SIGINT))} {
-		if !strings.Contains(errOut, want) {
+		if !strings.Contains(help, want) {
 			t.Errorf("run --help lacks %q", want)
 		}
 	}

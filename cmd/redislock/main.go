@@ -88,6 +88,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 { // help COMMAND: that command's --help
+		cmd, rest = rest[0], []string{"--help"}
+	}
+	if asksHelp(rest) {
+		stderr = stdout // asked for, help is the output: redislock run --help | less
+	}
 	switch cmd {
 	case "run":
 		return runCommand(ctx, rest, stdout, stderr)
@@ -113,6 +119,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "redislock: unknown command %q (run \"redislock help\")\n", cmd)
 		return exitUsage
 	}
+}
+
+// asksHelp reports whether args, before any "--", ask for help.
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // version returns the module version the binary was built from: the tag

@@ -66,8 +66,8 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Fatalf("version: exit %d, %q", code, out)
 	}
 	for _, cmd := range []string{"run", "status", "list", "reset", "reset-all", "check", "demo"} {
-		if code, _, errOut := runCLI(t, cmd, "--help"); code != exitOK || !strings.Contains(errOut, "Usage: redislock "+cmd) {
-			t.Fatalf("%s --help: exit %d, %q", cmd, code, errOut)
+		if code, out, _ := runCLI(t, cmd, "--help"); code != exitOK || !strings.Contains(out, "Usage: redislock "+cmd) {
+			t.Fatalf("%s --help: exit %d, %q", cmd, code, out)
 		}
 	}
 }

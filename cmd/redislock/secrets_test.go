@@ -20,8 +20,8 @@ func TestHelpHidesPassword(t *testing.T) {
 		if strings.Contains(out+errOut, secret) {
 			t.Errorf("%s --help shows the password:\n%s", cmd, errOut)
 		}
-		if cmd != "demo" && !strings.Contains(errOut, "redis://user:xxxxx@127.0.0.1:1/0") {
-			t.Errorf("%s --help does not show the redacted default URL:\n%s", cmd, errOut)
+		if cmd != "demo" && !strings.Contains(out, "redis://user:xxxxx@127.0.0.1:1/0") {
+			t.Errorf("%s --help does not show the redacted default URL:\n%s", cmd, out)
 		}
 	}
 	if _, out, errOut := runCLI(t, "help"); strings.Contains(out+errOut, secret) {
