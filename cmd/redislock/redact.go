@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 
@@ -94,15 +93,14 @@ func badURL(raw string) error {
 	}
 }
 
-// parseRedisURL is redis.ParseURL that also takes a bare host:port (as
-// redis-cli's -h/-p users write it) for redis://host:port. Anything else
-// without a scheme (a user name or a path in it) is left to ParseURL,
+// parseRedisURL is redis.ParseURL that also takes an address without a
+// scheme for redis://: host, host:port or host:port/db (as redis-cli's
+// -h/-p users write it; the port defaults to 6379). Anything else without
+// a scheme (a user name, a query, a socket path) is left to ParseURL,
 // which refuses it.
 func parseRedisURL(raw string) (*redis.Options, error) {
-	if !strings.Contains(raw, "://") && !strings.ContainsAny(raw, "@/?#") {
-		if _, _, err := net.SplitHostPort(raw); err == nil {
-			raw = "redis://" + raw
-		}
+	if raw != "" && !strings.Contains(raw, "://") && !strings.ContainsAny(raw, "@?#") && !strings.HasPrefix(raw, "/") {
+		raw = "redis://" + raw
 	}
 	return redis.ParseURL(raw)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -80,4 +81,25 @@ func TestErrorsHidePassword(t *testing.T) {
 			t.Errorf("status on an unreachable server: exit %d, stderr %q", code, errOut)
 		}
 	})
+}
+
+// --redis takes an address without a scheme as redis-cli users write it:
+// host, host:port, host:port/db; a socket path or a user name still needs
+// its scheme.
+func TestRedisAddressWithoutScheme(t *testing.T) {
+	for raw, want := range map[string]string{
+		"127.0.0.1":        "127.0.0.1:6379 db 0",
+		"127.0.0.1:6430":   "127.0.0.1:6430 db 0",
+		"localhost:6430/2": "localhost:6430 db 2",
+	} {
+		o, err := parseRedisURL(raw)
+		if err != nil || fmt.Sprintf("%s db %d", o.Addr, o.DB) != want {
+			t.Errorf("parseRedisURL(%q) = %v, %v; want %s", raw, o, err, want)
+		}
+	}
+	for _, raw := range []string{"/tmp/redis.sock", "user@127.0.0.1:6379"} {
+		if _, err := parseRedisURL(raw); err == nil {
+			t.Errorf("parseRedisURL(%q) = nil error; want it refused without a scheme", raw)
+		}
+	}
 }
