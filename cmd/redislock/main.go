@@ -43,7 +43,7 @@ Usage:
 
 Connection flags (every command but demo and version):
   --redis URL      redis://[user:pass@]host:port/db, rediss:// (TLS),
-                   unix:///path, or host:port
+                   unix:///path, or host[:port[/db]]
                    (default: $REDIS_URL, else redis://127.0.0.1:6379/0); the
                    password is never printed, in help or in errors
   --cluster ADDRS  comma-separated seed addresses of a Redis Cluster
@@ -276,7 +276,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = defaultRedisURL
 	}
-	fs.StringVar(&c.redisURL, "redis", def, "redis://, rediss://, unix:// `URL` or host:port; $REDIS_URL")
+	fs.StringVar(&c.redisURL, "redis", def, "redis://, rediss://, unix:// `URL` or host[:port[/db]]; $REDIS_URL")
 	// The help shows the default, which may come from $REDIS_URL, without
 	// its password.
 	fs.Lookup("redis").DefValue = redactURL(def)
