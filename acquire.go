@@ -179,9 +179,6 @@ func (a *attempt) wait(ctx context.Context) error {
 	}
 	wsent := time.Now()
 	w := l.waitAndTry(ctx, l.slice(ctx, a.res.pttl), a.t)
-	if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ErrUnreachable) {
-		return l.wrap(w.err) // Redis went silent during the wait: not ErrLocked
-	}
 	if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 		// Given up while waiting: abandonWait settles the attempt. res,
 		// from the try before, is what the next waiter learns.

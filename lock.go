@@ -189,6 +189,9 @@ func (l *core) run(ctx context.Context, blocking bool) (*hold.Hold, error) {
 // release what we are about to take) and starts its hold: its renewal,
 // its watch.
 func (l *core) take(ctx context.Context, blocking bool) (*hold.Hold, error) {
+	if err := ctx.Err(); err != nil { // nothing asked, nothing known: its error alone
+		return nil, l.wrap(err)
+	}
 	if err := l.cleanups.Wait(ctx); err != nil { // our own cleanup, not another owner
 		// Not busy: an earlier attempt's giveback, or a given-up wait's
 		// wake-up, had not been answered yet.

@@ -81,20 +81,11 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		tk.Queue().Abandons.Add()
 	}
 	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, tk)
-	if arrived && roundUnanswered(round) {
-		// Its wake-up got no reply and its read was cut: Redis stopped
-		// answering during the wait. Busy when last heard, but the
-		// caller learns that Redis is gone, not that the lock is held.
-		return waitResult{err: fmt.Errorf("%w: the wait's wake-up got no reply (%v): %w", ErrUnreachable, round.Err, ctx.Err())}
-	}
+	// Busy when last heard: a wait given up while Redis is silent (its
+	// wake-up unanswered, its read cut) is told as one given up while the
+	// lock is held. A late wake-up and a silent Redis look alike here;
+	// telling them apart would keep the caller waiting.
 	return waitResult{err: ctx.Err()}
-}
-
-// roundUnanswered reports whether a round ended without an answer from
-// Redis: a connection error (a read cut short when the wake-up got no
-// reply, or a connection lost), not a reply.
-func roundUnanswered(round wait.Round) bool {
-	return round.Err != nil && unanswered(round.Err) && !topology.IsReply(round.Err) && !round.Popped && !round.Woken
 }
 
 // firstRound returns req's round, when it is in (arrived) before ctx
