@@ -75,9 +75,9 @@ type core struct {
 	// for nothing. Swapped to 0 by the Acquire that reads it.
 	handedOff atomic.Int64
 
-	// mu guards the fields below. Taken after an RWMutex's mu; under it
-	// the only call into the hold is a look at its Done channel, and
-	// nothing of wait or watch is called (see DESIGN.md, Lock order).
+	// mu guards the fields below. Under it the only call into the hold is
+	// a look at its Done channel, and nothing of wait or watch is called
+	// (see DESIGN.md, Lock order).
 	mu         sync.Mutex
 	state      lockState
 	hold       *hold.Hold // the current or last acquisition; nil before the first
