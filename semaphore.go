@@ -20,7 +20,7 @@ import (
 // concurrent use: each successful Acquire returns a Permit of its own,
 // which expires on its own and is renewed while held.
 type Semaphore struct {
-	core // the semaphore's keys, for Holders, Reset and Settle
+	core // the semaphore's keys, for Status, Reset and Settle
 	size int
 
 	// What each permit's core is made of (see permit).
