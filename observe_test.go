@@ -672,3 +672,36 @@ func TestObserverFuncsAreOptional(t *testing.T) {
 		t.Fatalf("calls %s, want %s", got, want)
 	}
 }
+
+// The outcomes of two refusals, as metrics count them: an Extend of a key
+// without expire is not-expirable (not expired), and an Acquire refused
+// because the key already holds its caller-given id is busy (not an
+// error).
+func TestObserverOutcomesOfRefusals(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	obs := &recorder{}
+	never := mustNew(t, b.client(), "never", redislock.WithExpire(0), redislock.WithObserver(obs.observer()))
+	mustAcquire(t, ctx, never)
+	if err := never.Extend(ctx, time.Minute); !errors.Is(err, redislock.ErrNotExpirable) {
+		t.Fatalf("Extend of a key without expire = %v; want ErrNotExpirable", err)
+	}
+	first := mustNew(t, b.client(), "given", redislock.WithID("worker-7"))
+	mustAcquire(t, ctx, first)
+	second := mustNew(t, b.client(), "given", redislock.WithID("worker-7"), redislock.WithObserver(obs.observer()))
+	if err := second.TryAcquire(ctx); !errors.Is(err, redislock.ErrAlreadyAcquired) {
+		t.Fatalf("TryAcquire of a key holding our given id = %v; want ErrAlreadyAcquired", err)
+	}
+	var extendEnd, acquireEnd redislock.Outcome
+	for _, e := range obs.take() {
+		switch {
+		case e.fn == "ExtendEnd" && !e.Auto:
+			extendEnd = e.Outcome
+		case e.fn == "AcquireEnd" && e.Name == "given":
+			acquireEnd = e.Outcome
+		}
+	}
+	if extendEnd != redislock.OutcomeNotExpirable || acquireEnd != redislock.OutcomeBusy {
+		t.Fatalf("ExtendEnd %q, AcquireEnd %q; want %q and %q", extendEnd, acquireEnd, redislock.OutcomeNotExpirable, redislock.OutcomeBusy)
+	}
+}

@@ -612,3 +612,126 @@ func TestSemaphoreGivebackAfterTheLastReleaseWakes(t *testing.T) {
 		}
 	}
 }
+
+// TryDo on a full semaphore returns ErrLocked at once, without waiting for
+// a permit (nor for its context's end), and fn does not run.
+func TestSemaphoreTryDoDoesNotWait(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	sem := mustSemaphore(t, b.client(), "pool", 1)
+	p, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ran := false
+	err = sem.TryDo(dctx, func(context.Context) error { ran = true; return nil })
+	if !errors.Is(err, redislock.ErrLocked) || errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Fatalf("TryDo on a full semaphore = %v (fn ran: %v); want ErrLocked at once, without the deadline", err, ran)
+	}
+}
+
+// Holders whose permit expired on the server's clock are not counted:
+// Reset returns only the live ones it dropped, and Status lists only the
+// live ones.
+func TestSemaphoreExpiredHoldersAreNotCounted(t *testing.T) {
+	t.Parallel()
+	b := realBackend(t)
+	ctx := ctxT(t)
+	c := b.client()
+	expiredOne := func(name string) *redislock.Semaphore {
+		t.Helper()
+		long := mustSemaphore(t, c, name, 2, redislock.WithExpire(time.Minute))
+		short := mustSemaphore(t, c, name, 2, redislock.WithExpire(200*time.Millisecond))
+		lp, err := long.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lp.Release(context.Background()) })
+		sp, err := short.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-sp.Done() // its local deadline, at or before its expiry on the server
+		// Past its expiry on the server's clock (its score, in ms).
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if score := c.ZScore(ctx, long.Key(), sp.ID()).Val(); float64(now.UnixMilli()) > score+10 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the short permit did not expire on the server within 5 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return long
+	}
+	if n, err := expiredOne("reset").Reset(ctx); err != nil || n != 1 {
+		t.Errorf("Reset with one live and one expired holder = %d, %v; want 1", n, err)
+	}
+	st, err := expiredOne("status").Status(ctx)
+	if err != nil || len(st.Holders) != 1 {
+		t.Errorf("Status with one live and one expired holder = %+v, %v; want the live one only", st.Holders, err)
+	}
+}
+
+// List shows every reader of an RWMutex, one entry each, beside its
+// writer's absence.
+func TestListShowsEveryReader(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	rw, err := redislock.NewRWMutex(b.client(), "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		p, err := rw.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release(ctx)
+	}
+	list, err := redislock.List(ctx, b.client(), "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := 0
+	for _, in := range list {
+		if in.Kind == redislock.KindReader {
+			readers++
+		}
+	}
+	if readers != 2 {
+		t.Fatalf("List = %+v; want both readers", list)
+	}
+}
+
+// RWMutex.Do gives the write hold's turn back: a second Do, and a Lock
+// after it, run.
+func TestRWMutexDoGivesTheTurnBack(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	rw, err := redislock.NewRWMutex(b.client(), "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := rw.Do(dctx, func(context.Context) error { return nil })
+		cancel()
+		if err != nil {
+			t.Fatalf("Do number %d = %v", i+1, err)
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := rw.Lock(dctx); err != nil {
+		t.Fatalf("Lock after two Do = %v", err)
+	}
+	rw.Unlock(ctx)
+}

@@ -385,6 +385,12 @@ func TestCacheBadInput(t *testing.T) {
 			t.Errorf("New(%d options) = %v, want ErrInvalidArgument", len(opts), err)
 		}
 	}
+	// The bounds of the documented ranges are allowed.
+	for _, j := range []float64{0, 1} {
+		if _, err := cache.New(c, cache.WithTTLJitter(j)); err != nil {
+			t.Errorf("New(WithTTLJitter(%v)) = %v, want it accepted ([0, 1])", j, err)
+		}
+	}
 	if _, err := cache.New(nil); !errors.Is(err, redislock.ErrNilClient) {
 		t.Errorf("New(nil) = %v, want ErrNilClient", err)
 	}

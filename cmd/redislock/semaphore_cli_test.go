@@ -270,3 +270,14 @@ func TestStatusShowsRWMutex(t *testing.T) {
 		t.Fatalf("status = %q", text)
 	}
 }
+
+// --semaphore excludes --shared and --exclusive: a usage error, before
+// anything is sent.
+func TestRunSemaphoreExcludesTheRWModes(t *testing.T) {
+	for _, mode := range []string{"--shared", "--exclusive"} {
+		code, _, errOut := runCLI(t, "run", "--semaphore", "2", mode, "--redis", "127.0.0.1:1", "job", "--", "true")
+		if code != exitUsage || !strings.Contains(errOut, "--semaphore excludes") {
+			t.Errorf("run --semaphore 2 %s: exit %d, %q; want %d and the usage error", mode, code, errOut, exitUsage)
+		}
+	}
+}
