@@ -524,13 +524,13 @@ func TestCacheJitterWaitAndClose(t *testing.T) {
 	})
 }
 
-// Review findings: a compute that fails with its own timeout is shared,
+// The cache's corners: a compute that fails with its own timeout is shared,
 // not repeated by each waiting goroutine; a panicking refresh does not
 // crash the process; stale reads in a process that lost the refresh do
 // not each try the lock; a value written by another program is neither
 // returned nor overwritten; jitter on a huge TTL does not overflow; a
 // nil value comes back empty alike; a TTL within the soft TTL is refused.
-func TestCacheReviewFindings(t *testing.T) {
+func TestCacheCorners(t *testing.T) {
 	b := realBackend(t)
 	ctx := ctxT(t)
 
