@@ -44,11 +44,17 @@ func Run(m *testing.M) int {
 // Find is goleak.Find with a longer patience: go-redis keeps retrying a
 // failed dial once a second until its pool is closed, so such a goroutine
 // of a pool closed a moment ago may live up to a second more, and a
-// tracker's goroutines run on a second after its last hold.
+// tracker's goroutines run on a second after its last hold. Each round
+// starts with a garbage collection: the renewal of a holder dropped while
+// holding ends when the holder is collected.
 func Find(opts ...goleak.Option) error {
 	opts = append(opts, goRedisSentinelRebuilt...)
 	var err error
 	for range 4 {
+		// A holder dropped while holding (a test's Lock that went out of
+		// scope) stops its renewal when it is collected (see
+		// redislock.Lock): collect, so that its cleanup runs now.
+		runtime.GC()
 		o := opts
 		if sentinelRebuilt(allStacks()) {
 			o = append(o, rebuiltSentinelDials)
