@@ -15,21 +15,19 @@ func TestRunningNamesTheRunningTests(t *testing.T) {
 		t.Parallel() // runs only once the parent returns
 		<-parked
 	})
-	blocked, stuck := make(chan struct{}), make(chan struct{})
-	go func() {
-		t.Run("blocked", func(t *testing.T) {
-			close(blocked)
-			stuckIn(stuck)
-		})
-	}()
-	<-blocked
 	var running []string
-	for !slices.ContainsFunc(running, func(r string) bool { return strings.Contains(r, "in "+pkg+".stuckIn") }) {
-		buf := make([]byte, 1<<20)
-		running = Running(string(buf[:runtime.Stack(buf, true)]))
-		runtime.Gosched()
-	}
-	close(stuck)
+	t.Run("blocked", func(t *testing.T) {
+		stuck := make(chan struct{})
+		go func() { // reads the stacks while this subtest is blocked in stuckIn
+			defer close(stuck)
+			for !slices.ContainsFunc(running, func(r string) bool { return strings.Contains(r, "in "+pkg+".stuckIn") }) {
+				buf := make([]byte, 1<<20)
+				running = Running(string(buf[:runtime.Stack(buf, true)]))
+				runtime.Gosched()
+			}
+		}()
+		stuckIn(stuck)
+	})
 	close(parked)
 	if len(running) != 2 || !strings.HasPrefix(running[0], "TestRunningNamesTheRunningTests ") ||
 		!strings.HasPrefix(running[1], "TestRunningNamesTheRunningTests.func") {
