@@ -367,11 +367,10 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 	held := heldNames(t, ctx, admin, "job", n)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	t.Cleanup(func() { c.Close() })
-	wakes := &wakeCounter{}
 	results := make([]<-chan acquired, n)
 	waiters := make([]*redislock.Lock, n)
 	start := func(i int) {
-		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i), redislock.WithObserver(wakes.observer()))
+		waiters[i] = mustNew(t, c, fmt.Sprint("job-", i))
 		results[i] = acquireAsync(ctx, waiters[i])
 	}
 	// The bad one comes last, once every lane is taken: it shares a lane
@@ -396,7 +395,6 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 	if k, _ := waitingConns(t, admin); k > 8 {
 		t.Errorf("%d connections in BLPOP after the error, want at most 8", k)
 	}
-	signals := wakes.signal.Load()
 	for i, h := range held {
 		if i == bad {
 			continue
@@ -413,9 +411,10 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 			t.Errorf("waiter %d in %v after its release; want it woken at once", i, took)
 		}
 	}
-	if got := wakes.signal.Load() - signals; got < n-1 {
-		t.Errorf("%d waiters woken by their signals, want %d", got, n-1)
-	}
+	// (Not counted: that each was woken by popping its signal. One whose
+	// round ended as its release came, under load, gets in by the try
+	// that starts its next round, at once all the same: the soak saw 10
+	// of 11.)
 }
 
 // The caller's pool caps (PoolSize, MaxIdleConns, and MaxActiveConns in
