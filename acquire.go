@@ -182,6 +182,9 @@ func (a *attempt) wait(ctx context.Context) error {
 	if w.err != nil && ctx.Err() != nil && errors.Is(w.err, ctx.Err()) {
 		// Given up while waiting: abandonWait settles the attempt. res,
 		// from the try before, is what the next waiter learns.
+		if errors.Is(w.err, ErrUnreachable) {
+			return l.wrap(fmt.Errorf("acquire: %w", w.err))
+		}
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, w.err))
 	}
 	a.noteWakeup(ctx, w, wsent)

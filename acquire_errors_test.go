@@ -66,10 +66,11 @@ func TestBusyAndDownAreToldApart(t *testing.T) {
 
 	t.Run("busy-then-silent", func(t *testing.T) {
 		// Redis stops answering (its connections open) while a waiter
-		// waits behind a holder: when its context ends it is told as a
-		// wait given up on a held lock, busy when last heard. (A wake-up
-		// that Redis is slow to answer looks the same; see waitAndTry.
-		// A connection lost is told apart: busy-then-down.)
+		// waits behind a holder: when its context ends, Redis does not
+		// answer the read that asks whether it is still there, so the
+		// outage is told (ErrUnreachable with the deadline), not a busy
+		// lock. (A connection lost: busy-then-down; Redis still there
+		// when the wait is given up: busy.)
 		s := redistest.Start(t)
 		t.Cleanup(s.Cont)
 		mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
@@ -82,7 +83,7 @@ func TestBusyAndDownAreToldApart(t *testing.T) {
 		s.Pause()
 		err := <-got
 		s.Cont()
-		check(t, "Acquire with Redis paused during the wait", err, redislock.ErrLocked, redislock.ErrUnreachable, true)
+		check(t, "Acquire with Redis paused during the wait", err, redislock.ErrUnreachable, redislock.ErrLocked, true)
 		if err := l.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -22,24 +22,21 @@ const releaseTimeout = 5 * time.Second
 // lock was held until released. The release acts only on the hold this
 // call acquired.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	if fn == nil {
-		return l.wrap(errNilFunc)
-	}
-	h, err := l.runQueued(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer l.giveTurn(h)
-	return l.runHeld(ctx, h, fn)
+	return l.do(ctx, fn, true)
 }
 
 // TryDo is Do without waiting: when another owner holds the lock it returns
 // ErrLocked at once and fn does not run.
 func (l *Lock) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.do(ctx, fn, false)
+}
+
+// do is Do, or TryDo if not wait, of a primitive held as a Lock.
+func (l *core) do(ctx context.Context, fn func(ctx context.Context) error, wait bool) error {
 	if fn == nil {
 		return l.wrap(errNilFunc)
 	}
-	h, err := l.runQueued(ctx, false)
+	h, err := l.runQueued(ctx, wait)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock/internal/hold"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // events sends a Lock's events to its observers and its logger. A Lock
@@ -130,7 +131,7 @@ func acquireOutcome(err, ctxErr error) Outcome {
 func (e *events) waiting(ctx context.Context, in Event, holder string, ttl time.Duration) {
 	if e.logging(ctx, slog.LevelInfo) {
 		o := slog.Group("holder", slog.String("id", holder))
-		if p, ok := ParseOwner(holder); ok {
+		if p, ok := wire.ParseOwner(holder); ok {
 			o = slog.Group("holder", slog.String("id", holder), slog.String("host", p.Host), slog.Int("pid", p.PID))
 		}
 		e.logLock(ctx, slog.LevelInfo, loggerAcquire, "waiting for lock", in, o, slog.Duration("ttl", ttl))

@@ -335,18 +335,6 @@ func ExampleWithLogger() {
 	// level=INFO msg="acquired lock" logger=redis_lock.acquire lock=nightly-report key=lock:nightly-report owner=worker-1 token=0
 }
 
-// Which process holds a lock, from a default owner id.
-func ExampleParseOwner() {
-	if o, ok := redislock.ParseOwner("web-1:8587:db3734ce-9c56-4914-8db7-3cf6873f1e1f"); ok {
-		fmt.Printf("pid %d on %s\n", o.PID, o.Host)
-	}
-	_, ok := redislock.ParseOwner("worker-1") // an id given with WithID
-	fmt.Println(ok)
-	// Output:
-	// pid 8587 on web-1
-	// false
-}
-
 // At most two workers call the API at once: eight goroutines share one
 // Semaphore of two permits (as other processes would, through Redis).
 func ExampleSemaphore() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
@@ -255,7 +256,7 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 		if got := c.Get(ctx, "lock:job").Val(); got != l.ID() {
 			t.Fatalf("stored value = %q, want ID() %q", got, l.ID())
 		}
-		if o, ok := redislock.ParseOwner(l.ID()); !ok || o.PID != os.Getpid() {
+		if o, ok := wire.ParseOwner(l.ID()); !ok || o.PID != os.Getpid() {
 			t.Fatalf("default ID() = %q: ParseOwner = %+v, %v; want this process's pid %d", l.ID(), o, ok, os.Getpid())
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -460,40 +459,6 @@ func TestObserverEvents(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
-}
-
-func TestParseOwner(t *testing.T) {
-	u := "db3734ce-9c56-4914-8db7-3cf6873f1e1f"
-	for _, c := range []struct {
-		id   string
-		want redislock.Owner
-		ok   bool
-	}{
-		{"web-1:8587:" + u, redislock.Owner{Host: "web-1", PID: 8587}, true},
-		{"a.b_c-d:1:" + u, redislock.Owner{Host: "a.b_c-d", PID: 1}, true},
-		{"x:y:8587:" + u, redislock.Owner{Host: "x:y", PID: 8587}, true}, // the host is what is left
-		{u, redislock.Owner{}, false},                                    // a bare UUID
-		{"worker-1", redislock.Owner{}, false},
-		{":8587:" + u, redislock.Owner{}, false},  // no host
-		{"web:0:" + u, redislock.Owner{}, false},  // no pid 0
-		{"web:-1:" + u, redislock.Owner{}, false}, // nor negative
-		{"web:01:" + u, redislock.Owner{}, false}, // nor padded
-		{"web:8587:" + u[:35], redislock.Owner{}, false},
-		{"web:8587:" + strings.ToUpper(u) + "x", redislock.Owner{}, false},
-		{"web:8587:zzzzzzzz-9c56-4914-8db7-3cf6873f1e1f", redislock.Owner{}, false},
-	} {
-		got, ok := redislock.ParseOwner(c.id)
-		if got != c.want || ok != c.ok {
-			t.Errorf("ParseOwner(%q) = %+v, %v; want %+v, %v", c.id, got, ok, c.want, c.ok)
-		}
-	}
-	// A default id parses to this process.
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
-	defer c.Close()
-	l := mustNew(t, c, "job")
-	if o, ok := redislock.ParseOwner(l.ID()); !ok || o.PID != os.Getpid() || o.Host == "" {
-		t.Errorf("ParseOwner(%q) = %+v, %v; want this process", l.ID(), o, ok)
-	}
 }
 
 // slowObserver is a recorder's Observer whose AcquireEnd takes delay, as a

@@ -121,7 +121,7 @@ func WithObserver(obs *Observer) Option {
 }
 
 // WithID sets the owner id stored in the lock key (by default
-// "<host>:<pid>:<uuid>", unique to the Lock; see ParseOwner), as-is. Locks
+// "<host>:<pid>:<uuid>", unique to the Lock), as-is. Locks
 // with the same name and id are one owner: any of them can Extend or
 // Release the lock another acquired, and an acquire that finds the id in
 // the key returns ErrAlreadyAcquired, even after its own acquire whose

@@ -226,23 +226,31 @@ func (rw *RWMutex) Settle(ctx context.Context) error {
 
 // Do is Lock.Do on the write hold.
 func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	if fn == nil {
-		return rw.w.wrap(errNilFunc)
-	}
-	h, err := rw.w.runQueued(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer rw.w.giveTurn(h)
-	return rw.w.runHeld(ctx, h, fn)
+	return rw.w.do(ctx, fn, true)
+}
+
+// TryDo is Do without waiting: while the write hold is another's or read
+// permits are held, it returns ErrLocked at once and fn does not run.
+func (rw *RWMutex) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	return rw.w.do(ctx, fn, false)
 }
 
 // RDo is Do for reading, on a read permit of its own.
 func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	return rw.rdo(ctx, fn, true)
+}
+
+// TryRDo is RDo without waiting: while a writer holds or waits, it
+// returns ErrLocked at once and fn does not run.
+func (rw *RWMutex) TryRDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	return rw.rdo(ctx, fn, false)
+}
+
+func (rw *RWMutex) rdo(ctx context.Context, fn func(ctx context.Context) error, wait bool) error {
 	if fn == nil {
 		return rw.w.wrap(errNilFunc)
 	}
-	p, h, err := rw.reader(ctx, true)
+	p, h, err := rw.reader(ctx, wait)
 	if err != nil {
 		return err
 	}

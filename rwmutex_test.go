@@ -996,3 +996,68 @@ func TestRWMutexAdmittedReaderIsNotLeftAsleep(t *testing.T) {
 		t.Fatalf("a wait took %v with holds of no time at all: a reader slept a slice while admitted", worst)
 	}
 }
+
+// TryDo and TryRDo run fn only when the mutex can be had at once, for
+// writing and for reading, and say ErrLocked otherwise, as Lock.TryDo does.
+func TestRWMutexTryDo(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	newRW := func() *redislock.RWMutex {
+		rw, err := redislock.NewRWMutex(b.client(), "cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rw
+	}
+	mine, other := newRW(), newRW()
+	ran := func(try func(context.Context, func(context.Context) error) error) (bool, error) {
+		did := false
+		err := try(ctx, func(context.Context) error { did = true; return nil })
+		return did, err
+	}
+	want := func(what string, try func(context.Context, func(context.Context) error) error, runs bool) {
+		t.Helper()
+		did, err := ran(try)
+		if runs && (!did || err != nil) {
+			t.Fatalf("%s = ran %v, %v; want fn run and nil", what, did, err)
+		}
+		if !runs && (did || !errors.Is(err, redislock.ErrLocked)) {
+			t.Fatalf("%s = ran %v, %v; want ErrLocked and fn not run", what, did, err)
+		}
+	}
+
+	want("TryDo on a free mutex", mine.TryDo, true)
+	want("TryRDo on a free mutex", mine.TryRDo, true)
+
+	if err := other.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want("TryDo while another writes", mine.TryDo, false)
+	want("TryRDo while another writes", mine.TryRDo, false)
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := other.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("TryDo while another reads", mine.TryDo, false)
+	want("TryRDo while another reads", mine.TryRDo, true)
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each left the mutex free: the write hold can be had at once.
+	if err := other.TryLock(ctx); err != nil {
+		t.Fatalf("TryLock after the TryDo calls = %v", err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, try := range map[string]func(context.Context, func(context.Context) error) error{"TryDo": mine.TryDo, "TryRDo": mine.TryRDo} {
+		if err := try(ctx, nil); !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Fatalf("%s(nil fn) = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}

@@ -63,6 +63,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		}
 		ch <- l.afterWait(pctx, r, in, tk)
 	}()
+	heard := true // Redis answered the wait as ctx ended
 	select {
 	case r := <-ch:
 		if ctx.Err() == nil {
@@ -74,6 +75,7 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		done <- r
 		ch = done
 	case <-ctx.Done():
+		heard = false
 	}
 	l.cleanups.Add()
 	l.abandons.Add()
@@ -81,11 +83,33 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		tk.Queue().Abandons.Add()
 	}
 	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, tk)
-	// Busy when last heard: a wait given up while Redis is silent (its
-	// wake-up unanswered, its read cut) is told as one given up while the
-	// lock is held. A late wake-up and a silent Redis look alike here;
-	// telling them apart would keep the caller waiting.
+	// Given up while the lock was busy when last heard: if Redis still
+	// answers, that is what the caller is told (ErrLocked); if it does not
+	// answer a read within probeTimeout, the outage is (ErrUnreachable).
+	if !heard && !l.answers(ctx) {
+		return waitResult{err: fmt.Errorf("%w: %w (the wait was given up, and Redis did not answer a read within %v)", ErrUnreachable, ctx.Err(), probeTimeout)}
+	}
 	return waitResult{err: ctx.Err()}
+}
+
+// probeTimeout bounds how long a wait given up (see waitAndTry) waits for
+// Redis to answer a read: the bound past the caller's deadline that an
+// Acquire takes to tell a busy lock from a Redis that stopped answering.
+const probeTimeout = 500 * time.Millisecond
+
+// answers reports whether Redis answers a read of the lock's key, on the
+// user's client, within probeTimeout.
+func (l *core) answers(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.client.Exists(pctx, l.keys[0]).Err() }()
+	select {
+	case err := <-done:
+		return err == nil
+	case <-pctx.Done():
+		return false
+	}
 }
 
 // firstRound returns req's round, when it is in (arrived) before ctx

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 const statusHelp = `Usage: redislock status [flags] NAME
@@ -102,7 +103,7 @@ func heldStatus(name, key, owner string, ttl time.Duration) lockStatus {
 	}
 	st := freeStatus(name, key)
 	st.Held, st.Owner, st.OwnerBase64, st.TTLms = true, owner, exactBytes(owner), &ms
-	if o, ok := redislock.ParseOwner(owner); ok {
+	if o, ok := wire.ParseOwner(owner); ok {
 		st.Host, st.PID = o.Host, o.PID
 	}
 	return st
