@@ -202,9 +202,9 @@ func TestRunBusy(t *testing.T) {
 }
 
 // A run that waits behind a holder while Redis stops answering exits as
-// busy (busy when last heard), but does not wait on the silent Redis to
-// say who holds it, nor say that it was released.
-func TestRunBusyThenSilentRedisSaysSo(t *testing.T) {
+// for an outage (1, Redis did not answer), not as busy: a cron job run with
+// -E 0 must not skip silently through it.
+func TestRunBusyThenSilentRedisIsAnOutage(t *testing.T) {
 	s := redistest.Start(t)
 	t.Cleanup(s.Cont)
 	ctx := ctxT(t)
@@ -223,8 +223,8 @@ func TestRunBusyThenSilentRedisSaysSo(t *testing.T) {
 	err := cmd.Wait()
 	s.Cont()
 	code := cmd.ProcessState.ExitCode()
-	if code != exitBusy || !strings.Contains(errOut.String(), "its owner could not be read") || strings.Contains(errOut.String(), "released just after") {
-		t.Fatalf("run -w 1s with Redis paused during its wait: exit %d (%v), %q; want %d, and that the owner could not be read", code, err, errOut.String(), exitBusy)
+	if code != exitFail || !strings.Contains(errOut.String(), "Redis did not answer") || strings.Contains(errOut.String(), "released just after") {
+		t.Fatalf("run -w 1s with Redis paused during its wait: exit %d (%v), %q; want %d, and that Redis did not answer", code, err, errOut.String(), exitFail)
 	}
 }
 
