@@ -22,12 +22,9 @@ import (
 // before the next writer. Each hold expires on its own.
 type RWMutex struct {
 	w core // first: the writer's cleanup (see run) is attached to the RWMutex's address
-	r core // the readers' side: what each read permit's core is made of (see RLock)
+	r core // the readers' side: the keys each read permit holds on (see reader)
 
-	cfg   config
-	rt    time.Duration
-	fence string
-	reg   []any
+	readers permits
 }
 
 // NewRWMutex returns an RWMutex named name on client. It sends nothing to
@@ -48,7 +45,7 @@ func NewRWMutex(client redis.UniversalClient, name string, opts ...Option) (*RWM
 	reg := []any{strconv.FormatInt((maxSliceFor(rt, c.expire, c.ack) + time.Second).Milliseconds(), 10)}
 	// Each side's keys start with its own key and its own signal list.
 	w, sw, r, q, sr, wr, a := keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-	rw := &RWMutex{cfg: c, rt: rt, fence: fence, reg: reg}
+	rw := &RWMutex{readers: permits{rwReadProtocol{}, c, rt, fence, reg}}
 	rw.w.init(client, name, rwWriteProtocol{}, c, rt, []string{w, sw, r, q, sr, wr, a}, fence, reg)
 	// A waiting reader registers by its local queue's token, the last
 	// ARGV of its tries (see core.prepared, internal/wire/lua/rw_racquire.lua).
@@ -181,24 +178,9 @@ func (rw *RWMutex) TryRLock(ctx context.Context) (*Permit, error) {
 	return p, err
 }
 
-// reader acquires a new read permit, and returns it with its hold.
+// reader takes a read permit of rw: see permits.take.
 func (rw *RWMutex) reader(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
-	if err := rw.r.usable(); err != nil {
-		return nil, nil, err
-	}
-	c := rw.cfg
-	if !c.idGiven {
-		c.id = newOwnerID() // each reader holds under an id of its own
-	}
-	p := &Permit{}
-	p.core.init(rw.r.client, rw.r.name, rwReadProtocol{}, c, rw.rt, rw.r.keys, rw.fence, rw.reg)
-	p.turnMS = rw.r.turnMS
-	p.cleanups, p.abandons = rw.r.cleanups, rw.r.abandons // rw's Settle waits for them
-	h, err := p.run(ctx, blocking)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, h, nil
+	return rw.readers.take(ctx, &rw.r, blocking)
 }
 
 // Done is Lock.Done for the write hold.

@@ -20,14 +20,9 @@ import (
 // concurrent use: each successful Acquire returns a Permit of its own,
 // which expires on its own and is renewed while held.
 type Semaphore struct {
-	core // the semaphore's keys, for Status, Reset and Settle
-	size int
-
-	// What each permit's core is made of (see permit).
-	cfg   config
-	rt    time.Duration
-	fence string
-	extra []any
+	core    // the semaphore's keys, for Status, Reset and Settle
+	size    int
+	permits permits
 }
 
 // NewSemaphore returns a Semaphore named name with size permits on client,
@@ -49,9 +44,9 @@ func NewSemaphore(client redis.UniversalClient, name string, size int, opts ...O
 	if !c.fencing {
 		fence = ""
 	}
-	s := &Semaphore{size: size, cfg: c, rt: rt, fence: fence,
-		extra: []any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)}}
-	s.core.init(client, name, semProtocol{}, c, rt, keys, fence, s.extra)
+	extra := []any{strconv.Itoa(size), strconv.FormatInt(c.signalExpire.Milliseconds(), 10)}
+	s := &Semaphore{size: size, permits: permits{semProtocol{}, c, rt, fence, extra}}
+	s.core.init(client, name, semProtocol{}, c, rt, keys, fence, extra)
 	return s, nil
 }
 
@@ -98,48 +93,32 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	return p, err
 }
 
-// permit acquires a new permit, and returns it with its hold.
+// permit takes a permit of s: see permits.take.
 func (s *Semaphore) permit(ctx context.Context, blocking bool) (*Permit, *hold.Hold, error) {
-	if err := s.usable(); err != nil {
-		return nil, nil, err
+	p, h, err := s.permits.take(ctx, &s.core, blocking)
+	if errors.Is(err, ErrSizeMismatch) {
+		err = fmt.Errorf("%w (this Semaphore's size is %d)", err, s.size)
 	}
-	c := s.cfg
-	if !c.idGiven {
-		c.id = newOwnerID() // each permit is a holder of its own
-	}
-	p := &Permit{}
-	p.core.init(s.client, s.name, semProtocol{}, c, s.rt, s.keys, s.fence, s.extra)
-	p.cleanups, p.abandons = s.cleanups, s.abandons // the semaphore's Settle waits for them
-	h, err := p.run(ctx, blocking)
-	if err != nil {
-		if errors.Is(err, ErrSizeMismatch) {
-			err = fmt.Errorf("%w (this Semaphore's size is %d)", err, s.size)
-		}
-		return nil, nil, err
-	}
-	return p, h, nil
+	return p, h, err
 }
 
 // Do acquires a permit (waiting as Acquire does), runs fn while holding
 // it, and releases it, as Lock.Do does, with its results.
 func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	if fn == nil {
-		return s.wrap(errNilFunc)
-	}
-	p, h, err := s.permit(ctx, true)
-	if err != nil {
-		return err
-	}
-	return p.runHeld(ctx, h, fn)
+	return s.do(ctx, fn, true)
 }
 
 // TryDo is Do without waiting: when every permit is held it returns
 // ErrLocked at once and fn does not run.
 func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.do(ctx, fn, false)
+}
+
+func (s *Semaphore) do(ctx context.Context, fn func(ctx context.Context) error, wait bool) error {
 	if fn == nil {
 		return s.wrap(errNilFunc)
 	}
-	p, h, err := s.permit(ctx, false)
+	p, h, err := s.permit(ctx, wait)
 	if err != nil {
 		return err
 	}
@@ -148,6 +127,39 @@ func (s *Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context) erro
 
 // Settle is Lock.Settle for this Semaphore's permits.
 func (s *Semaphore) Settle(ctx context.Context) error { return s.settle(ctx) }
+
+// permits is what each Permit of a Semaphore, or each read hold of an
+// RWMutex, is made of.
+type permits struct {
+	proto protocol
+	cfg   config
+	rt    time.Duration
+	fence string
+	extra []any
+}
+
+// take makes a Permit on the keys of side (the Semaphore's core, the
+// RWMutex's readers'), under an owner id of its own unless one was given,
+// and acquires it, waiting if blocking. side's Settle waits for the
+// permit's cleanups.
+func (ps *permits) take(ctx context.Context, side *core, blocking bool) (*Permit, *hold.Hold, error) {
+	if err := side.usable(); err != nil {
+		return nil, nil, err
+	}
+	c := ps.cfg
+	if !c.idGiven {
+		c.id = newOwnerID() // each permit is a holder of its own
+	}
+	p := &Permit{}
+	p.core.init(side.client, side.name, ps.proto, c, ps.rt, side.keys, ps.fence, ps.extra)
+	p.turnMS = side.turnMS
+	p.cleanups, p.abandons = side.cleanups, side.abandons
+	h, err := p.run(ctx, blocking)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, h, nil
+}
 
 // A Permit is one shared hold, a Semaphore's permit or an RWMutex's read
 // hold, with its own owner id, expiry and renewal. It is safe for
