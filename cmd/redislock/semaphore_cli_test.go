@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -265,10 +266,33 @@ func TestStatusShowsRWMutex(t *testing.T) {
 	if !strings.Contains(string(text), "writer") || !strings.Contains(string(text), `"writer-1"`) {
 		t.Fatalf("list = %q; want the writer", text)
 	}
-	text, _ = cliCmd(t, "status", "--redis", url, "config").Output()
-	if !strings.Contains(string(text), "reader/writer lock") || !strings.Contains(string(text), `writer held by "writer-1"`) {
-		t.Fatalf("status = %q", text)
+	// A busy run names the writer that holds it.
+	for _, mode := range []string{"--shared", "--exclusive"} {
+		code, stderr := exitOf(t, cliCmd(t, "run", mode, "-n", "--redis", url, "config", "--", "true"))
+		if code != exitBusy || !strings.Contains(stderr, `a writer holds it: "writer-1"`) {
+			t.Fatalf("run %s -n while writer-1 writes: exit %d, %q; want %d and the writer named", mode, code, stderr, exitBusy)
+		}
 	}
+	// One writer waits, no reader: status says which is which.
+	w2, _ := redislock.NewRWMutex(s.Client(), "config", redislock.WithID("writer-2"))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- w2.Lock(wctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, err := w.Status(ctx); err == nil && st.WaitingWriters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second writer never registered as waiting")
+		}
+	}
+	text, _ = cliCmd(t, "status", "--redis", url, "config").Output()
+	if !strings.Contains(string(text), "reader/writer lock, 1 waiting writers, 0 waiting readers") || !strings.Contains(string(text), `writer held by "writer-1"`) {
+		t.Fatalf("status = %q; want the writer-1 holding, 1 waiting writer and no waiting reader", text)
+	}
+	cancel()
+	<-waited
 }
 
 // --semaphore excludes --shared and --exclusive: a usage error, before
