@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // luaScripts maps the SHA1 and the source of each internal/wire/lua/*.lua file to its
@@ -74,6 +75,13 @@ func cacheScripts(t testing.TB, c *redis.Client) {
 		}
 		if err := c.ScriptLoad(context.Background(), string(src)).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD %s: %v", f, err)
+		}
+	}
+	// The family's scripts are their files with a library before them.
+	for _, sc := range []*redis.Script{wire.SemAcquire, wire.SemRelease, wire.SemExtend, wire.SemGiveback, wire.SemReset, wire.SemHolders,
+		wire.RWWAcquire, wire.RWRAcquire, wire.RWWRelease, wire.RWRRelease, wire.RWWGiveback, wire.RWRGiveback, wire.RWWLeave, wire.RWRLeave, wire.RWReset, wire.RWInfo} {
+		if err := sc.Load(context.Background(), c).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
 }
