@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,4 +233,93 @@ func TestObserverPanicAfterAcquireKeepsTheTurnWithTheHold(t *testing.T) {
 		t.Fatal("Release() still blocked after 5 s")
 	}
 	mustAcquire(t, ctx, l)
+}
+
+// Unlock whose release ran in Redis but went unanswered, and whose check
+// of the key got no answer either, retries the release under its turn;
+// the retry finds the key free (the first one freed it) and Unlock
+// returns, without the panic that Unlock of an unheld lock gets.
+func TestLockerUnlockWhoseReplyWasLost(t *testing.T) {
+	b := realBackend(t)
+	c := b.client()
+	cacheScripts(t, c) // the first release's EVALSHA runs (not a NOSCRIPT)
+	// 0: the first release runs, its reply lost; 1: Redis answers nothing
+	// until Unlock's next release; 2: all goes through.
+	var phase atomic.Int32
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		release := scriptOf(cmd) == "release"
+		switch p := phase.Load(); {
+		case p == 0 && release:
+			phase.Store(1)
+			if err := next(ctx, cmd); err != nil { // it runs: the key is freed
+				return err
+			}
+		case p == 1 && release:
+			phase.Store(2)
+			return next(ctx, cmd)
+		case p == 1:
+		default:
+			return next(ctx, cmd)
+		}
+		err := errors.New("read: connection reset by peer (injected: no answer)")
+		cmd.SetErr(err)
+		return err
+	}))
+	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	m := l.Locker()
+	m.Lock()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Unlock whose first release went unanswered panicked: %v", r)
+			}
+		}()
+		m.Unlock()
+	}()
+	if phase.Load() != 2 {
+		t.Fatalf("phase %d after Unlock: Unlock did not retry its release", phase.Load())
+	}
+	if n := b.client().Exists(context.Background(), l.Key()).Val(); n != 0 {
+		t.Fatal("the key is still there after Unlock")
+	}
+	m.Lock() // the Lock is usable again
+	m.Unlock()
+}
+
+// A goroutine that releases the Lock inside its own Do lets the next
+// goroutine in; when that Do then returns, it gives back no turn but its
+// own: a third goroutine still finds the Lock taken by the second.
+func TestDoWhoseHoldWasReleasedKeepsTheNextHoldersTurn(t *testing.T) {
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
+	second := make(chan error, 1)
+	in := make(chan struct{})
+	err := l.Do(ctx, func(ctx context.Context) error {
+		go func() {
+			err := l.Acquire(ctx)
+			second <- err
+			if err == nil {
+				close(in)
+			}
+		}()
+		if err := l.Release(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-in: // the second goroutine holds now
+		case err := <-second:
+			return fmt.Errorf("the second goroutine's Acquire: %w", err)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redislock.ErrNotAcquired) {
+		t.Fatalf("Do = %v", err)
+	}
+	if err := l.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("a third goroutine's TryAcquire while the second holds = %v, want ErrLocked", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("the second goroutine's Release = %v", err)
+	}
 }
