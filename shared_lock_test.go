@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,25 +293,19 @@ func TestDoWhoseHoldWasReleasedKeepsTheNextHoldersTurn(t *testing.T) {
 	ctx := ctxT(t)
 	l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
 	second := make(chan error, 1)
-	in := make(chan struct{})
-	err := l.Do(ctx, func(ctx context.Context) error {
-		go func() {
-			err := l.Acquire(ctx)
-			second <- err
-			if err == nil {
-				close(in)
-			}
-		}()
-		if err := l.Release(ctx); err != nil {
+	err := l.Do(ctx, func(fctx context.Context) error {
+		go func() { second <- l.Acquire(ctx) }() // not fctx: it ends with the Do's hold
+		if err := l.Release(fctx); err != nil {
 			return err
 		}
-		select {
-		case <-in: // the second goroutine holds now
-		case err := <-second:
-			return fmt.Errorf("the second goroutine's Acquire: %w", err)
+		if err := <-second; err != nil { // the second goroutine holds now
+			t.Errorf("the second goroutine's Acquire = %v", err)
 		}
 		return nil
 	})
+	if t.Failed() {
+		t.FailNow()
+	}
 	if err != nil && !errors.Is(err, redislock.ErrNotAcquired) {
 		t.Fatalf("Do = %v", err)
 	}
