@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // Busy and down are told apart: ErrLocked only when Redis answered that
@@ -17,6 +19,7 @@ import (
 // cron job that skips its run on ErrLocked must not skip silently through
 // an outage.
 func TestBusyAndDownAreToldApart(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	check := func(t *testing.T, what string, err error, want, not error, alsoCtx bool) {
 		t.Helper()
@@ -182,5 +185,95 @@ func TestMisuseIsRefused(t *testing.T) {
 	}
 	if keys := b.mini.Keys(); len(keys) != 0 {
 		t.Fatalf("misuse wrote %v; want nothing", keys)
+	}
+}
+
+// A Redis that answers slowly (here 400 ms each way: a round trip well
+// beyond what a loopback takes, within the client's 3 s read timeout) is
+// not an outage: a wait given up on a lock held there is told as busy.
+func TestBusyBehindASlowRedisIsBusy(t *testing.T) {
+	quick(t)
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
+	p := proxyTo(t, s)
+	c := clientVia(t, p)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.SetLatency(400 * time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l := mustNew(t, c, "job")
+	if err := l.Acquire(dctx); !errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redislock.ErrUnreachable) {
+		t.Fatalf("Acquire(2 s) behind a slow Redis = %v; want ErrLocked and the deadline", err)
+	}
+	p.SetLatency(0)
+	if err := l.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Goroutines sharing a Semaphore: the second, queued behind the first,
+// tries as soon as the first gets in; when Redis stops answering that try
+// and its context ends, it is told the outage (ErrUnreachable), not a busy
+// semaphore, though Redis said "all held" earlier in its Acquire.
+func TestSilentFollowUpTryIsAnOutage(t *testing.T) {
+	quick(t)
+	s := redistest.Start(t)
+	t.Cleanup(s.Cont)
+	ctx := ctxT(t)
+	var armed atomic.Bool
+	var tries atomic.Int32 // sent on their own, not behind a BLPOP
+	c := s.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	c.AddHook(commandHook(func(hctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if args := cmd.Args(); len(args) > 1 && args[1] == wire.SemAcquire.Hash() {
+			tries.Add(1)
+			if armed.CompareAndSwap(true, false) {
+				s.Pause() // the follow-up try is sent to a Redis that no longer answers
+			}
+		}
+		return next(hctx, cmd)
+	}))
+	holder := mustSemaphore(t, s.Client(), "pool", 1)
+	held, err := holder.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := mustSemaphore(t, c, "pool", 1)
+	first := make(chan error, 1)
+	go func() {
+		p, err := shared.Acquire(ctx)
+		if err == nil {
+			t.Cleanup(func() { p.Release(context.Background()) })
+		}
+		first <- err
+	}()
+	waitBlocked(t, s.Client(), 1) // the first waits in Redis
+	second := make(chan error, 1)
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	go func() { _, err := shared.Acquire(dctx); second <- err }()
+	// The second tries once (busy) and queues behind the first; any try
+	// of its after that is one after "all held".
+	for deadline := time.Now().Add(10 * time.Second); tries.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second waiter never tried")
+		}
+	}
+	armed.Store(true)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the first waiter: %v", err)
+	}
+	err = <-second
+	s.Cont()
+	if !errors.Is(err, redislock.ErrUnreachable) || errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the second waiter, its follow-up try unanswered = %v; want ErrUnreachable and the deadline, not ErrLocked", err)
+	}
+	if armed.Load() {
+		t.Fatal("the follow-up try was never sent")
 	}
 }

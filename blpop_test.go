@@ -49,6 +49,7 @@ func (r *blpopRecorder) record(cmds []redis.Cmder) {
 // keeps the key's PTTL at 1 ms (its TTLs frozen), so every slice is the
 // shortest one.
 func TestShortestSliceIsSafeOnOldServers(t *testing.T) {
+	quick(t)
 	b := frozenMiniBackend(t)
 	admin := b.client()
 	c := b.client()

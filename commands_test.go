@@ -28,6 +28,7 @@ func topLevel(d map[string]int64) map[string]int64 {
 // An uncontended acquire+release is two commands: one EVALSHA each (the
 // acquire's script runs one EXISTS inside).
 func TestCommandsPerUncontendedCycle(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -61,6 +62,7 @@ func TestCommandsPerUncontendedCycle(t *testing.T) {
 // inside). Redis counts a BLPOP when it is called, so the count starts
 // before the waiter does.
 func TestCommandsPerHandoff(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -108,6 +110,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 // one else held the lock since its previous one, it tries first again,
 // and an uncontended cycle is back to two commands, no BLPOP.
 func TestHandOffEndsWithTheContention(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

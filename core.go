@@ -53,6 +53,7 @@ type core struct {
 	maxHold        time.Duration // 0: no cap
 	ack            replicaAck
 	maxSlice       time.Duration  // longest single BLPOP
+	probeWait      time.Duration  // how long Redis has to answer a probe (see answers): the read timeout
 	neverHeld      chan struct{}  // closed; Done before the first acquire
 	cleanups       *wait.Cleanups // giveback scripts still running (a Semaphore's permits share its)
 	abandons       *wait.Cleanups // abandoned waits still being finished (also in cleanups)
@@ -131,6 +132,7 @@ func (l *core) init(client redis.UniversalClient, name string, proto protocol, c
 		maxHold:        c.maxHold,
 		ack:            c.ack,
 		maxSlice:       maxSliceFor(rt, c.expire, c.ack),
+		probeWait:      probeWaitFor(rt),
 		neverHeld:      make(chan struct{}),
 		cleanups:       new(wait.Cleanups),
 		abandons:       new(wait.Cleanups),

@@ -13,6 +13,7 @@ import (
 // Do reports a loss that happened while fn ran even when fn ignored its
 // context and returned nil.
 func TestDoReportsLossFnIgnored(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(100*time.Millisecond))

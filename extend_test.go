@@ -17,6 +17,7 @@ import (
 // python-redis-lock's extend() without an argument; on a Lock without
 // expire it is an argument error and sends nothing.
 func TestExtendZeroUsesOwnExpire(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		admin := b.client()
@@ -50,6 +51,7 @@ func TestExtendZeroUsesOwnExpire(t *testing.T) {
 // cut a 3 s Extend back to the 300 ms expire). The hold's local deadline
 // follows, so the hold outlives the expire without a renewal.
 func TestRenewalKeepsLongerExtend(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

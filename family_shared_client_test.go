@@ -89,6 +89,7 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 // Semaphore waiters that share one client both get in when two holders'
 // permits expire, not one slice apart.
 func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	h := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Second))
@@ -124,6 +125,7 @@ func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
 // the first comes in at its Unlock, not a signal expire or a slice later.
 // A Lock that gave up leaves none either: readers come in at once.
 func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	w1, w2, r := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
@@ -196,6 +198,7 @@ func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
 
 // The size mismatch names both sizes.
 func TestSemaphoreSizeMismatchNamesBothSizes(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	two := mustSemaphore(t, b.client(), "pool", 2)

@@ -55,6 +55,7 @@ func evalshaCalls(t testing.TB, c *redis.Client) int64 {
 // that ran (not of a NOSCRIPT), and the server's count of EVALSHA calls
 // shows that both the lost one and its retry ran.
 func TestLostAcquireReplyIsRetried(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
@@ -107,6 +108,7 @@ func TestLostAcquireReplyIsRetried(t *testing.T) {
 // raw SET NX PX with no giveback, leaves its key behind, held by an owner
 // that was told it failed: the same check catches it.
 func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
+	quick(t)
 	for _, tc := range []struct {
 		name   string
 		broken bool

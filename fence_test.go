@@ -16,6 +16,7 @@ import (
 // Tokens strictly increase from grant to grant, across holders and
 // clients: 1,000 grants from four clients, recorded in grant order.
 func TestFencingTokensIncrease(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		const clients, grants = 4, 250
@@ -66,6 +67,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 // written under a faster clock): tokens go on from the last one + 1, not
 // back to the clock.
 func TestFencingTokensOutrunTheClock(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -92,6 +94,7 @@ func TestFencingTokensOutrunTheClock(t *testing.T) {
 // A restart that keeps nothing between two grants: the second token is
 // still larger. A plain INCR counter (the broken variant) restarts at 1.
 func TestFencingTokensSurviveRestart(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(func(o *redis.Options) { o.MaxRetries = 5 }), "job", redislock.WithFencing())
@@ -146,6 +149,7 @@ func (s *fencedStore) write(token int64, v string) error {
 // that takes any token): the same checks find the new holder's data
 // overwritten.
 func TestLateHolderIsFenced(t *testing.T) {
+	quick(t)
 	for _, tc := range []struct {
 		name   string
 		broken bool
@@ -203,6 +207,7 @@ func TestLateHolderIsFenced(t *testing.T) {
 // Guard's transaction is aborted when the key changes or expires between
 // the owner check and EXEC.
 func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -230,6 +235,7 @@ func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
 // The fence key is opt-in: a lock without fencing writes only
 // python-redis-lock's keys, and with fencing those keys are unchanged.
 func TestFencingKeepsPythonKeys(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()

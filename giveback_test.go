@@ -134,6 +134,7 @@ func (h *unsent) awaitGiveback(t *testing.T) {
 // here by hand with the old id, misses the new key. Without the fresh id
 // (the mutation "giveback-unanswered-keeps-id") it deletes it.
 func TestLateGivebackSparesTheNextHold(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		admin := b.client()
@@ -200,6 +201,7 @@ func TestLateGivebackSparesTheNextHold(t *testing.T) {
 // A giveback whose first reply is lost and whose retry is answered also
 // leaves an attempt that may run late: the Lock takes a fresh id.
 func TestRetriedGivebackRenewsID(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)

@@ -16,6 +16,7 @@ import (
 // ErrNotAcquired (TestGuardAbortsWhenTheKeyChanges), and a key that keeps
 // changing while ours ends in a bounded number of attempts.
 func TestGuardRetriesOwnTouches(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		admin := b.client()

@@ -88,7 +88,8 @@ func (l *Lock) Key() string { return l.keys[0] }
 //   - ctx ended while the lock was held, by another owner or by another
 //     goroutine through this *Lock: ErrLocked, matching ctx's error too;
 //   - Redis did not answer, or stopped answering during the wait:
-//     ErrUnreachable (up to 500 ms past ctx's deadline), never ErrLocked;
+//     ErrUnreachable (up to the client's read timeout past ctx's end),
+//     never ErrLocked;
 //   - ctx had ended before the call: its error alone, nothing sent;
 //   - the key holds this Lock's caller-given id: ErrAlreadyAcquired;
 //   - another Redis error, wrapped: the lock is not held.

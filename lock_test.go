@@ -18,6 +18,7 @@ import (
 )
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -42,6 +43,7 @@ func TestTryAcquireBusyThenFree(t *testing.T) {
 }
 
 func TestAcquireContextEnds(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		holder := mustNew(t, b.client(), "job")
@@ -79,6 +81,7 @@ func TestAcquireContextEnds(t *testing.T) {
 }
 
 func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -109,6 +112,7 @@ func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 }
 
 func TestSharedIDExtendsAndReleases(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -131,6 +135,7 @@ func TestSharedIDExtendsAndReleases(t *testing.T) {
 }
 
 func TestAlreadyAcquired(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -160,6 +165,7 @@ func TestAlreadyAcquired(t *testing.T) {
 // is success, not "busy", and the key gets a fresh expire (the local
 // validity clock starts at the retry).
 func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -178,6 +184,7 @@ func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -235,6 +242,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestLockedOwnerIDAndStoredValue(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -263,6 +271,7 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 }
 
 func TestNonUTF8OwnerValue(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -295,6 +304,7 @@ func TestNonUTF8OwnerValue(t *testing.T) {
 
 // The keys and values are python-redis-lock's, byte for byte.
 func TestWireFormat(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -351,6 +361,7 @@ func TestWireFormat(t *testing.T) {
 // A lock taken the way other clients take it (SET NX PX, as Mayan EDMS and
 // python-redis-lock do) excludes us, and theirs excludes ours.
 func TestForeignHolder(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -377,6 +388,7 @@ func TestForeignHolder(t *testing.T) {
 // review: with LPUSH first, Release failed with WRONGTYPE after deleting
 // the lock key.)
 func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
+	quick(t)
 	for _, key := range []string{"lock-signal:job", "lock-signal:job:turn"} {
 		t.Run(key, func(t *testing.T) {
 			onBoth(t, func(t *testing.T, b *backend) {
@@ -405,6 +417,7 @@ func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
 }
 
 func TestSignalListStaysSmallAndExpires(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -433,6 +446,7 @@ func TestSignalListStaysSmallAndExpires(t *testing.T) {
 }
 
 func TestResetAndResetAll(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -500,6 +514,7 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 func TestBadInput(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	c := b.client()
 	hook := &countHook{}
@@ -610,6 +625,7 @@ func TestBadInput(t *testing.T) {
 // python-redis-lock's test_release_from_nonblocking_getting_expired: a lock
 // that expired cannot be released, and releasing changes nothing.
 func TestReleaseAfterExpiry(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	c := b.client()
@@ -627,6 +643,7 @@ func TestReleaseAfterExpiry(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -672,6 +689,7 @@ func TestList(t *testing.T) {
 // A prefix that is not UTF-8 (found by FuzzKeyScheme): List and ResetAll
 // still find exactly its locks.
 func TestNonUTF8Prefix(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -187,6 +187,7 @@ func loseNextAcquire(t *testing.T, ctx context.Context, s *redistest.Server, gat
 // given back without touching that owner's key: the giveback deletes
 // nothing but our own id.
 func TestGivebackSparesAnotherOwnersLock(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -214,6 +215,7 @@ const givebackPending = 300 * time.Millisecond
 // delete our id. An Acquire made meanwhile waits for the giveback, or the
 // giveback would delete the new hold's key.
 func TestAcquireWaitsForPendingGiveback(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -251,6 +253,7 @@ func TestAcquireWaitsForPendingGiveback(t *testing.T) {
 // the key given back and says so, instead of deleting it under the
 // giveback.
 func TestReleaseWaitsForPendingGiveback(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

@@ -24,10 +24,16 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(goRedisLog)
 	// The long tests (failovers, expiries, processes) mostly wait on their
 	// own servers and run in parallel: four at a time unless -parallel says
-	// otherwise (its default, GOMAXPROCS, is 2 here).
+	// otherwise (its default, GOMAXPROCS, is 2 here). -short skips them
+	// and runs the quick ones in parallel instead (see quick), which wait
+	// on timers far more than they compute: eight at a time.
 	flag.Parse()
 	if !flagSet("test.parallel") {
-		_ = flag.Set("test.parallel", "4")
+		n := "4"
+		if testing.Short() {
+			n = "8"
+		}
+		_ = flag.Set("test.parallel", n)
 	}
 	code := leakcheck.Run(m)
 	if code != 0 {

@@ -75,6 +75,7 @@ func TestMarginWithRenewal(t *testing.T) {
 // (it would count as lost while the key is still ours): it is refused
 // with ErrInvalidDuration, and nothing is sent.
 func TestExtendNotLongerThanTheMargin(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

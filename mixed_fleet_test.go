@@ -74,6 +74,7 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 // When the key another process extended is taken over meanwhile, the read
 // at the local deadline ends the hold with the reason it saw.
 func TestDeadlineReadSeesTakeover(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	// A 300 ms margin gives the read its full 50 ms lead: with the
@@ -130,6 +131,7 @@ func TestPythonWaitersSleepThroughACrashedHoldersExpiry(t *testing.T) {
 // And a Go id that is not UTF-8 cannot be released from Python, whose ids
 // reach Redis as UTF-8 text.
 func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	raw := string([]byte{0xff, 0x00, 0x01})
@@ -165,6 +167,7 @@ func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
 // python-redis-lock truncates an expire to whole seconds (1.5 -> 1); ours
 // keeps milliseconds.
 func TestPythonExpireIsWholeSeconds(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	pythonExpire := 1.5
@@ -185,6 +188,7 @@ func TestPythonExpireIsWholeSeconds(t *testing.T) {
 // "lock:{job}": a Python Lock named "{job}" shares it, excludes it and
 // wakes its waiters.
 func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	py := redistest.PyLock{C: s.Client(), Name: "{job}", ID: "python-id", Expire: 10}
@@ -250,6 +254,7 @@ func TestPythonResetAllSignalsTheWrongListForAnotherPrefix(t *testing.T) {
 // between. Without the turn the releaser won that race most times (a
 // review measured Go taking 79-82 % of the turns in a 4 + 4 fleet).
 func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
@@ -292,6 +297,7 @@ func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
 // leaves the signal in the list, and the next acquire takes the lock at
 // once (the same process, or another).
 func TestNoTurnWithoutWaiter(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		a := mustNew(t, b.client(), "job", redislock.WithExpire(10*time.Second))
@@ -314,6 +320,7 @@ func TestNoTurnWithoutWaiter(t *testing.T) {
 // A turn whose woken waiter never takes the lock (it died between its
 // BLPOP and its SET NX) holds up other acquires only for the turn's 100 ms.
 func TestAbandonedTurnEnds(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
@@ -346,6 +353,7 @@ func TestAbandonedTurnEnds(t *testing.T) {
 // BLPOP and its SET NX), the Lock's next Acquire gets the free lock after
 // about the turn's 100 ms, not after a whole slice (2 s here).
 func TestWaitAfterHandOffEndsWithTheTurn(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -455,6 +463,7 @@ func TestDeadlineReadOrderedWithExtend(t *testing.T) {
 // waits for would read as a woken waiter's turn. (Found by review: with a
 // 20 ms signal expire, TryAcquire of a free lock returned ErrLocked.)
 func TestShortSignalExpireNoFalseTurn(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSignalExpire(20*time.Millisecond))

@@ -106,6 +106,7 @@ func (r *logRecorder) none(t *testing.T, logger string, level slog.Level) {
 // Every event python-redis-lock logs, at its level and under its logger
 // name, and the ones it does not, on a real server.
 func TestLogEvents(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelDebug}
@@ -194,6 +195,7 @@ func TestLogEvents(t *testing.T) {
 
 // A Release that finds the lock taken by another owner warns.
 func TestLogReleaseOfTakenLock(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelWarn}
@@ -215,6 +217,7 @@ func TestLogReleaseOfTakenLock(t *testing.T) {
 // A renewal that fails is a warning with the error and the time left; an
 // acquire whose reply was lost is given back with a warning.
 func TestLogRenewalFailureAndGiveback(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &logRecorder{level: slog.LevelWarn}
@@ -354,6 +357,7 @@ func (r *recorder) take() []recorded {
 // The observer sees each call's events, in order, with their outcomes, on
 // both backends.
 func TestObserverEvents(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		obs := &recorder{}
@@ -476,6 +480,7 @@ func slowObserver(r *recorder, delay time.Duration) *redislock.Observer {
 // observer or logger before it) has its HoldEnd reported after it, never
 // before.
 func TestHoldEndComesAfterAcquireEnd(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	rec := &recorder{}
@@ -524,6 +529,7 @@ func panicker() *redislock.Observer {
 // An observer that panics in a Start: the panic reaches the caller, and
 // the Lock is as it was before the call, usable.
 func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	l := mustNew(t, b.client(), "job", redislock.WithObserver(panicker()))
@@ -547,6 +553,7 @@ func TestPanickingObserverLeavesTheLockUsable(t *testing.T) {
 // A renewal in flight when Release stops it is reported as canceled, not
 // as an error, and logs no warning.
 func TestStoppedRenewalIsCanceled(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	c := b.client()

@@ -231,6 +231,7 @@ func TestHolderKilled(t *testing.T) {
 // the broken variant the resumed holder releases with a plain DEL, and the
 // same check finds the new owner's key gone.
 func TestHolderPausedPastTTL(t *testing.T) {
+	quick(t)
 	long(t, "pauses a holder process")
 	for _, tc := range []struct {
 		name    string
@@ -299,6 +300,7 @@ func (noEvalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // its clients enough retries to span a slow restart.) In the broken variant the waiters cannot load scripts, and
 // the check that they all get the lock fails.
 func TestRedisRestartWithWaiters(t *testing.T) {
+	quick(t)
 	const ttl, waiters = time.Second, 8
 	for _, tc := range []struct {
 		name   string
@@ -459,6 +461,7 @@ func (*slowTryHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // Redis killed and not restarted: every blocked Acquire returns an error
 // within 5 s.
 func TestRedisKilledWaitersFail(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))

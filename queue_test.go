@@ -14,6 +14,7 @@ import (
 // 32 goroutines waiting for one lock through one client use one connection
 // between them (one BLPOP at a time), and all get the lock in turn.
 func TestLocalQueueSharesOneConnection(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

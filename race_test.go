@@ -39,6 +39,7 @@ func holdReply(match func(redis.Cmder) bool) (hook commandHook, ran, release cha
 // acquire, deletes the new hold (the same id). The release here is held
 // back by a hook before it is sent, as a descheduled goroutine would be.
 func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -117,6 +118,7 @@ func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
 // (which set the key's expire last), or it would outlive the key: the
 // hold's Done must have closed by the time the key is gone.
 func TestConcurrentExtendsKeepTheDeadlineWithinTheKey(t *testing.T) {
+	quick(t)
 	b := realBackend(t)
 	ctx := ctxT(t)
 	admin := b.client()

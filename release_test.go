@@ -35,6 +35,7 @@ func warmLock(t *testing.T, ctx context.Context, c *redis.Client, name string, o
 // before the release, still gets ErrNotAcquired (the checks that catch a
 // Release that would call every missing key released).
 func TestLostReleaseReplyIsARelease(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
@@ -209,6 +210,7 @@ func failReleases(n *atomic.Int32) commandHook {
 // Locker.Unlock, which retries. (A Release whose context had already ended
 // is sent all the same: see TestReleaseWithAnEndedContextIsSent.)
 func TestFailedReleaseCanBeRetried(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		admin := b.client()
@@ -243,6 +245,7 @@ func TestFailedReleaseCanBeRetried(t *testing.T) {
 // that release gets no reply the Lock takes a fresh id (the release may
 // still land late), and the next Release frees the key under the old one.
 func TestUnacknowledgedAcquireWhoseReleaseFails(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t) // no replica: WAIT 1 answers 0
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -267,6 +270,7 @@ func TestUnacknowledgedAcquireWhoseReleaseFails(t *testing.T) {
 // Release and Acquire wait for a pending giveback only as long as their
 // context allows (here the giveback is stuck in a blackhole for 2 s).
 func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
 	ctx := ctxT(t)
@@ -311,6 +315,7 @@ func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
 // the waiter is woken, and Release returns nil; the hold ends released,
 // not "Redis did not answer". The same for every primitive's release.
 func TestReleaseWithAnEndedContextIsSent(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

@@ -17,14 +17,18 @@ import (
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
-// renewers counts the auto-renewal goroutines that exist right now,
-// whether or not they have started running.
+// renewers counts the auto-renewal goroutines that the calling goroutine
+// started (its Acquire started them) and that exist right now, whether or
+// not they have started running: the tests that call it hold their locks
+// from their own goroutine, and may run beside other tests' renewals.
 func renewers() int {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 64)
+	self, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+	buf = make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "hold.(*Hold).StartRenewal in goroutine")
+			return strings.Count(string(buf[:n]), "hold.(*Hold).StartRenewal in goroutine "+self+"\n")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -48,6 +52,7 @@ func doneWithin(t *testing.T, l *redislock.Lock, d time.Duration) time.Time {
 // renewal has a third of the expire to be answered: 200 ms, which a loaded
 // machine under -race meets.)
 func TestAutoRenewalKeepsTheKey(t *testing.T) {
+	quick(t)
 	const expire = 600 * time.Millisecond
 	for _, tc := range []struct {
 		name      string
@@ -58,6 +63,7 @@ func TestAutoRenewalKeepsTheKey(t *testing.T) {
 		{"broken/not renewed", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			quick(t)
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			admin := s.Client()
@@ -110,6 +116,7 @@ func TestAutoRenewalKeepsTheKey(t *testing.T) {
 // Done closes within one renewal interval, Err says why, and the other
 // owner's key is never touched.
 func TestLossIsReported(t *testing.T) {
+	quick(t)
 	// 3 s: the renewal (at 2 s) must find the loss well before the read
 	// shortly before the local deadline (2.94 s) would, which covers for a
 	// renewal that ignores it.
@@ -128,6 +135,7 @@ func TestLossIsReported(t *testing.T) {
 		}, redislock.ErrTakenOver},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			quick(t)
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			admin := s.Client()
@@ -323,6 +331,7 @@ func TestRenewalOutlivesCallersContext(t *testing.T) {
 
 // Release returns only after the renewal goroutine has exited.
 func TestReleaseJoinsRenewal(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	for i := 0; i < 20; i++ {
@@ -353,6 +362,7 @@ func TestReleaseJoinsRenewal(t *testing.T) {
 // then expires. Kept reachable (the broken variant of the check), it goes
 // on renewing and the key lives.
 func TestDroppedLockStopsRenewing(t *testing.T) {
+	quick(t)
 	// A third of the expire for each renewal to be answered, 400 ms: the
 	// kept Lock must keep renewing for 3 s on a loaded machine.
 	const expire = 1200 * time.Millisecond
@@ -362,6 +372,7 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 			name = "broken/kept reachable"
 		}
 		t.Run(name, func(t *testing.T) {
+			quick(t)
 			s := redistest.Start(t)
 			ctx := ctxT(t)
 			admin := s.Client()
@@ -400,6 +411,7 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 }
 
 func TestDoneErrContract(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	l := mustNew(t, b.client(), "job", redislock.WithExpire(150*time.Millisecond))
@@ -490,6 +502,7 @@ func TestMaxHold(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -563,6 +576,7 @@ func (noLock) Unlock() {}
 // non-atomic increments, none lost. With lockers that lock nothing (the
 // broken variant) the same goroutines lose updates.
 func TestLockerCounter(t *testing.T) {
+	quick(t)
 	const workers, rounds = 24, 10
 	for _, tc := range []struct {
 		name   string
@@ -612,6 +626,7 @@ func TestLockerCounter(t *testing.T) {
 }
 
 func TestLockerUnlockPanics(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(5*time.Second))

@@ -59,6 +59,7 @@ func waitInfoWithin(t *testing.T, ctx context.Context, rw *rwParticipant, d time
 // on the same client meanwhile is in a new queue, whose registration the
 // late take-back must not remove: it comes in before the next writer.
 func TestRWMutexLateLeaveSparesANewQueue(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	s, shared, w1 := behindWriter(t, ctx, 25*time.Millisecond)
 	a, b := mustRWMutex(t, shared, "cfg"), mustRWMutex(t, shared, "cfg")
@@ -158,6 +159,7 @@ func TestRWMutexReadersGivingUpLeaveNoGhost(t *testing.T) {
 // A blocking RLock or Lock whose first try lost its reply (no retry)
 // takes back the registration the try may have made.
 func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
+	quick(t)
 	for _, side := range []struct {
 		name      string
 		try, wait func(rw *rwParticipant, ctx context.Context) error
@@ -199,6 +201,7 @@ func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
 // writer (they come in one round trip apart; the admission lasts as long
 // as a waiting registration).
 func TestRWMutexManySharedReadersBeforeTheNextWriter(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	s, shared, w1 := behindWriter(t, ctx, 25*time.Millisecond)
 	const n = 30

@@ -268,6 +268,7 @@ func TestRWMutexBasics(t *testing.T) {
 }
 
 func TestRWMutexBadInput(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	c := b.client()
 	for _, tc := range []struct {
@@ -452,6 +453,7 @@ func TestRWMutexExcludes(t *testing.T) {
 // hold plus a margin: once it waits, new readers wait behind it. Its
 // broken variant is the mutation rw-no-writer-preference.
 func TestRWMutexWriterNotStarved(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	const hold = 200 * time.Millisecond
@@ -659,6 +661,7 @@ func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
 // Locker is a sync.Locker on the write hold: it waits for a reader of
 // the same RWMutex, as sync.RWMutex's Lock waits for its RLock's.
 func TestRWMutexLockers(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	rw := mustRWMutex(t, b.client(), "cfg")
 	l := rw.Locker()
@@ -686,6 +689,7 @@ func TestRWMutexLockers(t *testing.T) {
 // Reset drops the writer and the readers; a renewing reader finds its hold
 // gone and is lost, never puts it back; List and ResetAll see the RWMutex.
 func TestRWMutexReset(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -827,6 +831,7 @@ func TestRWMutexSharedByGoroutines(t *testing.T) {
 // The readers' client is slowed by 100 ms each way, so that the second
 // reader, which asks after the writer's release, answers after the first.
 func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	p := proxyTo(t, s)
@@ -872,6 +877,7 @@ func TestRWMutexSharedReadersLeaveNoAdmission(t *testing.T) {
 // Counted, not timed: the readers who come in between W1's release and
 // W2's acquire.
 func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")

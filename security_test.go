@@ -21,6 +21,7 @@ import (
 // it. Under noeviction the writes that need room fail instead, and the lock
 // stays. Hence noeviction is a requirement (README, Check).
 func TestEviction(t *testing.T) {
+	quick(t)
 	long(t, "fills the server's memory")
 	for _, tc := range []struct {
 		policy      string
@@ -100,6 +101,7 @@ func workerIDs(t *testing.T, n int, env ...string) []string {
 // seeded from the clock would pass; no black-box test can tell it from
 // crypto/rand.)
 func TestRandomIDs(t *testing.T) {
+	quick(t)
 	// "<host>:<pid>:<uuid>": the random part is the UUIDv4 at the end.
 	v4 := regexp.MustCompile(`^[A-Za-z0-9._-]+:[1-9][0-9]*:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	distinct := func(ids []string) (bool, string) {
@@ -196,6 +198,7 @@ func (b keyState) changedSince(a keyState) string {
 // only to run down with the clock. The broken variants, a release and an
 // extend without the id check, are caught by the same check.
 func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -262,6 +265,7 @@ func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 // they lock what they name and nothing else, and ResetAll with such a
 // prefix matches it literally.
 func TestHostileNames(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -315,6 +319,7 @@ var trackingReader = regexp.MustCompile(`user=locker redir=[0-9]`)
 
 // A user limited to the lock's keys and commands can do everything.
 func TestACLUser(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

@@ -242,6 +242,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 // renewal that recreates one would), and the same check finds two holders
 // of a size-1 semaphore.
 func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
+	quick(t)
 	long(t, "pauses a holder process")
 	for _, tc := range []struct {
 		name, release string

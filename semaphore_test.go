@@ -36,6 +36,7 @@ func mustSemaphore(t testing.TB, c redis.UniversalClient, name string, size int,
 // them with their TTLs on the server's clock; each Permit's Done and Err
 // follow its own hold. One Semaphore value is shared by every caller.
 func TestSemaphoreBasics(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -172,6 +173,7 @@ func TestSemaphoreWithIDHoldsOnce(t *testing.T) {
 // Acquire waits in Redis and is woken by a release, well before its slice
 // would end.
 func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		sem := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
@@ -205,6 +207,7 @@ func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 // ErrSizeMismatch and takes nothing while the first holds; once nobody
 // holds, the next acquire sets the size.
 func TestSemaphoreSizeMismatch(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -237,6 +240,7 @@ func TestSemaphoreSizeMismatch(t *testing.T) {
 
 // Bad input: a clear error, before anything is written.
 func TestSemaphoreBadInput(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	c := b.client()
 	for _, tc := range []struct {
@@ -337,6 +341,7 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 // Reset drops every holder; their renewal finds the permit gone and the
 // hold is lost; a waiter gets in.
 func TestSemaphoreReset(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -386,6 +391,7 @@ func TestSemaphoreReset(t *testing.T) {
 // ResetAll drops them and wakes a waiter, and leaves keys outside the
 // prefix alone.
 func TestSemaphoreListAndResetAll(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -445,6 +451,7 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 // waiter per permit it frees, and an acquire trims what it no longer
 // needs.
 func TestSemaphoreSignalsStayBounded(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -485,6 +492,7 @@ func TestSemaphoreSignalsStayBounded(t *testing.T) {
 // holder with a short expire does not cut a long one's short, nor is it
 // kept by it.
 func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -521,6 +529,7 @@ func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 // The siblings' events say what they are: Event.Kind, and a "kind"
 // attribute on their log lines (a Lock's lines have none, as before).
 func TestFamilyEventsSayTheirKind(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	ctx := ctxT(t)
 	var buf strings.Builder
@@ -584,6 +593,7 @@ func (w *lockedBuilder) Write(p []byte) (int, error) {
 // race.) A second giveback pushes no second signal for the one free
 // permit known.
 func TestSemaphoreGivebackAfterTheLastReleaseWakes(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

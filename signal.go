@@ -207,7 +207,7 @@ func (l *core) slice(ctx context.Context, pttl int64) time.Duration {
 // ErrNotReplicated the acquire already released what it took, waking the
 // next waiter. busy says that Redis answered "held" earlier in the
 // attempt: a try cut short by ctx's end then ends it as a wait would,
-// with ErrLocked.
+// with ErrLocked if Redis still answers.
 func (l *core) fail(ctx context.Context, err error, popped, busy bool) error {
 	if (popped || !topology.IsReply(err)) && !errors.Is(err, ErrNotReplicated) {
 		l.ev.gaveBack(ctx, l.info(l.ownerID()), err)
@@ -215,6 +215,11 @@ func (l *core) fail(ctx context.Context, err error, popped, busy bool) error {
 	}
 	cerr := ctx.Err()
 	if busy && cerr != nil && unanswered(err) {
+		// Cut short by ctx's end after Redis said "held": busy, if Redis
+		// still answers (see waitAndTry).
+		if !l.answers(ctx) {
+			return l.wrap(fmt.Errorf("acquire: %w", l.silent(ctx)))
+		}
 		return l.wrap(fmt.Errorf("%w: %w", ErrLocked, cerr))
 	}
 	return l.wrap(acquireErr(cerr, err))

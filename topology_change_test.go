@@ -366,6 +366,7 @@ func TestCheckCluster(t *testing.T) {
 // Check on one master with replicas: more replicas than the ack waits for,
 // a replica that may evict, and clocks apart.
 func TestCheckReplicas(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -429,6 +430,7 @@ func findings(r redislock.Report, sev redislock.Severity, want map[string]string
 
 // Check names the master behind a Sentinel failover client by its address.
 func TestCheckNamesFailoverMaster(t *testing.T) {
+	quick(t)
 	if testing.Short() {
 		t.Skip("starts sentinels")
 	}

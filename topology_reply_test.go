@@ -84,6 +84,7 @@ func TestReleaseRetriesTryAgain(t *testing.T) {
 // happen: Release says so, Err does not claim ErrReleased, the key still
 // holds the id, and the next Release deletes it.
 func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -122,6 +123,7 @@ func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
 // A fenced acquire of a free lock touches two keys, and during a slot
 // migration meets TRYAGAIN: it is retried and ends in the lock's result.
 func TestFencedAcquireRetriesTryAgain(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
 		c := b.client()
@@ -155,6 +157,7 @@ func TestFencedAcquireRetriesTryAgain(t *testing.T) {
 // than its patience (10 s; 500 ms here): a resharding that died
 // halfway leaves a slot migrating for ever. Then it returns the reply.
 func TestTopologyRetryGivesUp(t *testing.T) {
+	quick(t)
 	b := miniBackend(t)
 	c := b.client()
 	redislock.SetTopologyPatience(t, c, 500*time.Millisecond)
@@ -177,6 +180,7 @@ func TestTopologyRetryGivesUp(t *testing.T) {
 // split a lock's key from its signal list (a waiter sleeps through the
 // release) and send WAIT to any shard.
 func TestRingIsRefused(t *testing.T) {
+	quick(t)
 	m := miniBackend(t).mini
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
 	t.Cleanup(func() { ring.Close() })
@@ -208,6 +212,7 @@ func TestRingIsRefused(t *testing.T) {
 // An ack timeout above a third of the read timeout is refused by New and
 // Check alike: the BLPOP slices would shrink to nothing.
 func TestAckTimeoutBound(t *testing.T) {
+	quick(t)
 	m := miniBackend(t).mini
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 3 * time.Second})
 	t.Cleanup(func() { c.Close() })

@@ -234,6 +234,7 @@ func TestSentinelFailoverLossWindow(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()

@@ -98,6 +98,7 @@ func percentiles(d []time.Duration) string {
 // separates "at once" from "at the next renewal"; the latencies are
 // logged, and quoted in the README.
 func TestLossNoticedAtOnce(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -141,6 +142,7 @@ func TestLossNoticedAtOnceOnCluster(t *testing.T) {
 // Do's context is cancelled as soon as the key is reset, with ErrLost as
 // its cause.
 func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -253,6 +255,7 @@ const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-sign
 // one renewal interval, as before. The observer's WatchRefused and a
 // warning of redis_lock.watch say so, once.
 func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -354,6 +357,7 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 // a hook, long enough for the tracker to read the key first). Err() is
 // ErrReleased, every time.
 func TestReleaseIsNotTakenForALoss(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -380,6 +384,7 @@ func TestReleaseIsNotTakenForALoss(t *testing.T) {
 // Through a Sentinel failover client (whose options dial the current
 // master through Sentinel), held keys are watched too.
 func TestLossNoticedAtOnceViaSentinel(t *testing.T) {
+	quick(t)
 	primary := redistest.Start(t)
 	ss := redistest.StartSentinels(t, primary, 1)
 	ctx := ctxT(t)
@@ -535,6 +540,7 @@ func (c *slowReads) Read(b []byte) (int, error) {
 // (Found by review: with 8 goroutines taking turns, about 1 hold in 400
 // ended as "taken over" while the key held its own id.)
 func TestQuickHandoverIsNotALoss(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	// The tracker's reads of A's id are slowed, nothing else. (The match
@@ -642,6 +648,7 @@ func waitReader(t *testing.T, admin *redis.Client) {
 // without holds, closing the one idle the longest. (Found by review: 300
 // such jobs left 601 connections for 30 s.)
 func TestClientPerJobLeavesFewConnections(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -726,6 +733,7 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 // each hold retired a waiting client's tracker, and the next hold of that
 // client made two new connections: 38 % of the process's CPU.)
 func TestContendingClientsKeepTheirTrackers(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -857,6 +865,7 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 // on another core twice per cycle: the uncontended cycle ran 1.7x slower
 // with tracking on.)
 func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := s.Client()
@@ -887,6 +896,7 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 // armDelay regardless costs its timers, a look at its sockets and a
 // goroutine switch each time: 500 a second.
 func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
+	quick(t)
 	// With another hold watched all along, the tracker is never empty: a
 	// key whose hold ended must not keep its first read pending (the key
 	// taken again then read at once, every cycle).

@@ -35,6 +35,7 @@ func fakeVersion(version string) commandHook {
 // acquires, List or ResetAll) as a problem, and accepts the minimum and
 // newer ones.
 func TestCheckServerVersion(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	for _, tc := range []struct {
@@ -73,6 +74,7 @@ func TestCheckServerVersion(t *testing.T) {
 // its own, so a replica is still found on Redis 6 (emulated: INFO with
 // more than one section is a syntax error there).
 func TestCheckAsksOneInfoSectionAtATime(t *testing.T) {
+	quick(t)
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ctx := ctxT(t)

@@ -95,6 +95,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 // waiter, learns the holder's TTL (the acquire script is sent after the
 // SET) and wakes when the key expires, not a whole slice later.
 func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
+	quick(t)
 	const ttl = 500 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)
@@ -128,6 +129,7 @@ func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
 // expires (their slice is capped by its PTTL), not a slice or a whole
 // expire of their own later.
 func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
+	quick(t)
 	const ttl = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name string
@@ -166,6 +168,7 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 // expire then keeps the lock it gets for at least 400 ms (the test waits
 // 150 ms), not "lost" at once while its key has most of its TTL left.
 func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
+	quick(t)
 	const expire = 600 * time.Millisecond
 	s := redistest.Start(t)
 	ctx := ctxT(t)
@@ -224,6 +227,7 @@ func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 // while it waited) is woken by the release and takes the lock: its try
 // that got NOSCRIPT is sent again with EVAL.
 func TestWaiterReloadsFlushedScripts(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -249,6 +253,7 @@ func TestWaiterReloadsFlushedScripts(t *testing.T) {
 }
 
 func TestResetWakesWaiter(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -274,6 +279,7 @@ func TestResetWakesWaiter(t *testing.T) {
 }
 
 func TestResetAllWakesWaiters(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -470,6 +476,7 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 // not fail. Its wait connection never retries the BLPOP by itself (a
 // second BLPOP would pop another waiter's signal).
 func TestLostWakeUpReplyIsRetried(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	holder := mustNew(t, s.Client(), "job")
@@ -599,6 +606,7 @@ func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
 // released and Acquire returns ErrNotReplicated, never a lock a failover
 // could lose.
 func TestWokenWaiterWithReplicaAckIsAcknowledged(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))

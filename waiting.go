@@ -85,22 +85,34 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 	go l.abandonWait(context.WithoutCancel(ctx), req, ch, cancel, tk)
 	// Given up while the lock was busy when last heard: if Redis still
 	// answers, that is what the caller is told (ErrLocked); if it does not
-	// answer a read within probeTimeout, the outage is (ErrUnreachable).
+	// answer a read within the client's read timeout, the outage is
+	// (ErrUnreachable).
 	if !heard && !l.answers(ctx) {
-		return waitResult{err: fmt.Errorf("%w: %w (the wait was given up, and Redis did not answer a read within %v)", ErrUnreachable, ctx.Err(), probeTimeout)}
+		return waitResult{err: l.silent(ctx)}
 	}
 	return waitResult{err: ctx.Err()}
 }
 
-// probeTimeout bounds how long a wait given up (see waitAndTry) waits for
-// Redis to answer a read: the bound past the caller's deadline that an
-// Acquire takes to tell a busy lock from a Redis that stopped answering.
-const probeTimeout = 500 * time.Millisecond
+// probeWaitFor is how long a probe (see answers) waits on a client with
+// read timeout rt: rt, the time after which go-redis itself calls a
+// command unanswered, or go-redis's default when rt is none.
+func probeWaitFor(rt time.Duration) time.Duration {
+	if rt <= 0 {
+		return 3 * time.Second
+	}
+	return rt
+}
+
+// silent is the error of an acquire given up while Redis was busy when
+// last heard, and then did not answer a probe.
+func (l *core) silent(ctx context.Context) error {
+	return fmt.Errorf("%w: %w (given up while the lock was held, and Redis then did not answer a read within %v)", ErrUnreachable, ctx.Err(), l.probeWait)
+}
 
 // answers reports whether Redis answers a read of the lock's key, on the
-// user's client, within probeTimeout.
+// user's client, within probeWait.
 func (l *core) answers(ctx context.Context) bool {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.probeWait)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- l.client.Exists(pctx, l.keys[0]).Err() }()

@@ -48,6 +48,7 @@ func within(t testing.TB, d time.Duration, what string, ok func() bool) {
 // while another Lock of that client waits in Redis (they queued behind its
 // BLPOP for up to a whole slice, and a renewal could miss its deadline).
 func TestWaitingLeavesThePoolAlone(t *testing.T) {
+	quick(t)
 	ctx := ctxT(t)
 	s := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1})
@@ -425,6 +426,7 @@ func TestABadKeyOnASharedLaneFailsOnlyItsWaiter(t *testing.T) {
 // does not get to cap, so it shows the reset only where the main pool
 // carries the waits.)
 func TestWaitsIgnoreThePoolCaps(t *testing.T) {
+	quick(t)
 	const n = 8
 	ctx := ctxT(t)
 	s := redistest.Start(t)
@@ -460,6 +462,7 @@ func TestWaitsIgnoreThePoolCaps(t *testing.T) {
 // idle time after a wait, do not all fall on a wait in progress, which
 // would hide a timer that closes the runtime from its first wait.)
 func TestWaitRuntimeInUseDoesNotWindDown(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin, c := s.Client(), s.Client()

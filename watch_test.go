@@ -91,6 +91,7 @@ func watchSurvivesLoading(t *testing.T, s *redistest.Server) {
 // clients reached") does not switch the watch off either: it retries, and
 // once there is room it watches again.
 func TestWatchSurvivesMaxClients(t *testing.T) {
+	quick(t)
 	watchSurvivesMaxClients(t, redistest.Start(t))
 }
 
@@ -135,6 +136,7 @@ func changeType(ctx context.Context, admin redis.UniversalClient, key string) er
 // ends as taken over. (WRONGTYPE was read as a redirect, and the hold was
 // watched again and again.) A takeover and a DEL are seen at once too.
 func TestWatchSeesEveryChange(t *testing.T) {
+	quick(t)
 	watchSeesEveryChange(t, redistest.Start(t))
 }
 
@@ -156,6 +158,7 @@ func watchSeesEveryChange(t *testing.T, s *redistest.Server) {
 // an unknown command or subcommand, a syntax error. Each server words them
 // its own way.
 func TestWatchRefusals(t *testing.T) {
+	quick(t)
 	watchRefusals(t, redistest.Start(t))
 }
 
@@ -756,6 +759,7 @@ func (l *lineLog) lines() []string {
 // connections) and the key watch sees a takeover (its reader and
 // subscriber, whose dialers wrap the client's).
 func TestWaitAndWatchOverTLS(t *testing.T) {
+	quick(t)
 	s := redistest.StartTLS(t)
 	ctx := ctxT(t)
 	admin := s.Client()
@@ -794,6 +798,7 @@ func TestWaitAndWatchOverTLS(t *testing.T) {
 // there (pipelined behind a BLPOP on the old master's connection) took it,
 // and the waiter held a lock that someone else held.
 func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
+	quick(t)
 	if testing.Short() {
 		t.Skip("runs a Sentinel failover")
 	}
