@@ -67,8 +67,8 @@ func (l *core) runHeld(ctx context.Context, h *hold.Hold, fn func(ctx context.Co
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer rcancel()
 		rerr := l.release(rctx, h)
-		if errors.Is(rerr, ErrNotAcquired) && errors.Is(err, ErrLost) && l.current() != h {
-			rerr = nil // h was lost and this Lock moved on: the loss says it all
+		if errors.Is(rerr, ErrNotAcquired) && errors.Is(err, ErrLost) {
+			rerr = nil // h was lost: the loss says why it is not held
 		}
 		err = joinErrs(err, rerr)
 	}()

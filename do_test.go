@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Do reports a loss that happened while fn ran even when fn ignored its
@@ -56,4 +57,25 @@ func errString(err error) string {
 		return "nil"
 	}
 	return err.Error()
+}
+
+// A reset while fn runs (noticed at once through the key's watch): Do's
+// error is the loss, which says why the lock is not held; the release
+// that then finds the key gone adds nothing (one mention of the lock, no
+// ErrNotAcquired).
+func TestDoAfterAResetReportsTheLossAlone(t *testing.T) {
+	quick(t)
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+	err := l.Do(ctx, func(fctx context.Context) error {
+		if _, err := mustNew(t, s.Client(), "job").Reset(ctx); err != nil {
+			return err
+		}
+		<-fctx.Done()
+		return fctx.Err()
+	})
+	if !errors.Is(err, redislock.ErrLost) || errors.Is(err, redislock.ErrNotAcquired) || strings.Count(err.Error(), `"job"`) != 1 {
+		t.Fatalf("Do() reset while fn ran = %q; want the loss alone, naming the lock once", errString(err))
+	}
 }
