@@ -223,14 +223,18 @@ func TestSilentFollowUpTryIsAnOutage(t *testing.T) {
 	s := redistest.Start(t)
 	t.Cleanup(s.Cont)
 	ctx := ctxT(t)
-	var armed atomic.Bool
-	var tries atomic.Int32 // sent on their own, not behind a BLPOP
+	// The second waiter's tries (its context carries secondKey): the
+	// first is answered (all held); the next waits here until the first
+	// waiter is in, and goes to a Redis that no longer answers.
+	var tries atomic.Int32
+	firstIn := make(chan struct{})
+	type secondKey struct{}
 	c := s.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	c.AddHook(commandHook(func(hctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if args := cmd.Args(); len(args) > 1 && args[1] == wire.SemAcquire.Hash() {
-			tries.Add(1)
-			if armed.CompareAndSwap(true, false) {
-				s.Pause() // the follow-up try is sent to a Redis that no longer answers
+		if args := cmd.Args(); len(args) > 1 && args[1] == wire.SemAcquire.Hash() && hctx.Value(secondKey{}) != nil {
+			if tries.Add(1) == 2 {
+				<-firstIn
+				s.Pause()
 			}
 		}
 		return next(hctx, cmd)
@@ -251,29 +255,28 @@ func TestSilentFollowUpTryIsAnOutage(t *testing.T) {
 	}()
 	waitBlocked(t, s.Client(), 1) // the first waits in Redis
 	second := make(chan error, 1)
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithValue(ctx, secondKey{}, true), 2*time.Second)
 	defer cancel()
 	go func() { _, err := shared.Acquire(dctx); second <- err }()
-	// The second tries once (busy) and queues behind the first; any try
-	// of its after that is one after "all held".
-	for deadline := time.Now().Add(10 * time.Second); tries.Load() < 2; time.Sleep(time.Millisecond) {
+	// The second tries once (all held) and queues behind the first.
+	for deadline := time.Now().Add(10 * time.Second); tries.Load() < 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the second waiter never tried")
 		}
 	}
-	armed.Store(true)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-first; err != nil {
 		t.Fatalf("the first waiter: %v", err)
 	}
+	close(firstIn)
 	err = <-second
 	s.Cont()
 	if !errors.Is(err, redislock.ErrUnreachable) || errors.Is(err, redislock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the second waiter, its follow-up try unanswered = %v; want ErrUnreachable and the deadline, not ErrLocked", err)
 	}
-	if armed.Load() {
+	if tries.Load() < 2 {
 		t.Fatal("the follow-up try was never sent")
 	}
 }
