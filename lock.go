@@ -95,8 +95,8 @@ func (l *Lock) Key() string { return l.keys[0] }
 //   - another Redis error, wrapped: the lock is not held.
 //
 // A release wakes a waiter at once; a holder that died, when its key
-// expires. When ctx ends during a wait, Acquire returns at once and
-// finishes the wait in the background (see Settle).
+// expires. When ctx ends during a wait, Acquire returns after one read of
+// the key and finishes the wait in the background (see Settle).
 func (l *Lock) Acquire(ctx context.Context) error {
 	_, err := l.runQueued(ctx, true)
 	return err
