@@ -63,19 +63,22 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		}
 		ch <- l.afterWait(pctx, r, in, tk)
 	}()
-	heard := true // Redis answered the wait as ctx ended
+	// Whether Redis answered the wait as ctx ended. A round that ended
+	// unanswered (its read cut short: see wait.Run) says nothing of Redis
+	// being there.
+	heard := arrived && (round.Err == nil || !unanswered(round.Err))
 	select {
 	case r := <-ch:
 		if ctx.Err() == nil {
 			return r
 		}
-		// It answered as ctx ended: ctx wins, so that nothing is taken
-		// after the caller gave up (a process told to stop, say).
+		// It ended as ctx did: ctx wins, so that nothing is taken after
+		// the caller gave up (a process told to stop, say).
+		heard = heard || r.err == nil || !unanswered(r.err)
 		done := make(chan waitResult, 1)
 		done <- r
 		ch = done
 	case <-ctx.Done():
-		heard = false
 	}
 	l.cleanups.Add()
 	l.abandons.Add()
