@@ -85,11 +85,12 @@ func (l *Lock) Key() string { return l.keys[0] }
 // Acquire takes the lock, waiting as long as ctx allows while it is held
 // elsewhere, and returns nil once it holds it, until Release or a loss (see
 // Done). Otherwise:
-//   - ctx ended while the lock was held, by another owner or by another
-//     goroutine through this *Lock: ErrLocked, matching ctx's error too;
-//   - Redis did not answer, or stopped answering during the wait:
-//     ErrUnreachable (up to the client's read timeout past ctx's end),
-//     never ErrLocked;
+//   - ctx ended while the lock was held, by another owner (Redis's last
+//     answer) or by another goroutine through this *Lock: ErrLocked,
+//     matching ctx's error too;
+//   - Redis did not answer, or has stopped answering when ctx ends:
+//     ErrUnreachable (after one more read, given the client's read
+//     timeout), never ErrLocked;
 //   - ctx had ended before the call: its error alone, nothing sent;
 //   - the key holds this Lock's caller-given id: ErrAlreadyAcquired;
 //   - another Redis error, wrapped: the lock is not held.
