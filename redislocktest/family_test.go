@@ -23,6 +23,7 @@ func waitClosed(t *testing.T, done <-chan struct{}, within time.Duration) {
 // A semaphore's permit: ForceLoss ends the hold with ErrExpired;
 // StealPermit gives it to a thief with a higher token, even when full.
 func TestForceLossAndStealPermit(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
 		ctx := context.Background()
 		opts := []redislock.Option{redislock.WithExpire(testExpire), redislock.WithAutoRenewal(), redislock.WithFencing()}
@@ -57,6 +58,7 @@ func TestForceLossAndStealPermit(t *testing.T) {
 
 // An RWMutex's read hold and write hold are each lost as asked.
 func TestForceLossOfAnRWMutex(t *testing.T) {
+	quick(t)
 	onBoth(t, func(t *testing.T, s *redislocktest.Server) {
 		ctx := context.Background()
 		rw, err := redislock.NewRWMutex(s.Client(), "cfg", redislock.WithExpire(testExpire), redislock.WithAutoRenewal())

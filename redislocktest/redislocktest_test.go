@@ -21,6 +21,16 @@ func TestMain(m *testing.M) {
 	os.Exit(leakcheck.Run(m))
 }
 
+// quick marks a test that needs nothing process-wide, so that -short runs
+// it in parallel with the others like it (the full run, CI's race run,
+// keeps it sequential).
+func quick(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // onBoth runs fn on an in-process server and on a real one.
 func onBoth(t *testing.T, fn func(t *testing.T, s *redislocktest.Server)) {
 	t.Run("mini", func(t *testing.T) { fn(t, redislocktest.NewMini(t)) })
@@ -64,6 +74,7 @@ func TestServerClient(t *testing.T) {
 // ForceLoss ends a renewing hold with the matching reason, and cancels a
 // Do callback's context.
 func TestForceLoss(t *testing.T) {
+	quick(t)
 	for _, reason := range []error{redislocktest.Expired, redislocktest.TakenOver} {
 		t.Run(reason.Error(), func(t *testing.T) {
 			onBoth(t, func(t *testing.T, s *redislocktest.Server) {
@@ -161,6 +172,7 @@ func TestFastForward(t *testing.T) {
 // Outage: a hold survives one shorter than what its renewals can bridge,
 // and is lost with ErrUnreachable at its deadline after a longer one.
 func TestOutage(t *testing.T) {
+	quick(t)
 	for _, c := range []struct {
 		name    string
 		outage  time.Duration

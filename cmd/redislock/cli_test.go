@@ -81,6 +81,7 @@ func waitFile(t *testing.T, path string) {
 // together again and again: no two intervals overlap. With a lock name per
 // process (the broken variant) they do.
 func TestRunExcludes(t *testing.T) {
+	quick(t)
 	for _, tc := range []struct {
 		name        string
 		sameLock    bool
@@ -205,6 +206,7 @@ func TestRunBusy(t *testing.T) {
 // for an outage (1, Redis did not answer), not as busy: a cron job run with
 // -E 0 must not skip silently through it.
 func TestRunBusyThenSilentRedisIsAnOutage(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	t.Cleanup(s.Cont)
 	ctx := ctxT(t)
@@ -229,6 +231,7 @@ func TestRunBusyThenSilentRedisIsAnOutage(t *testing.T) {
 }
 
 func TestRunExitCodeAndRenewal(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	admin := s.Client()

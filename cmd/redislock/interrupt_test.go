@@ -143,6 +143,7 @@ func TestRunInterruptLatency(t *testing.T) {
 // busy lock (75). CLIENT PAUSE holds the try's script in Redis, so the
 // signal surely arrives while it is in flight.
 func TestRunNoWaitInterrupted(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	admin := s.Client()
 	url := "redis://" + s.Addr + "/0"
@@ -238,6 +239,7 @@ func TestRunLossSignalsCommandAtOnce(t *testing.T) {
 // COMMAND that ignores SIGTERM is killed about a second before the key
 // can expire, so it never runs while another host may hold the lock.
 func TestRunKillsCommandBeforeTheKeyExpires(t *testing.T) {
+	quick(t)
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	p, err := faultproxy.Start(s.Addr)

@@ -58,6 +58,7 @@ func mostAtOnce(t *testing.T, log string) (most, n int) {
 // time, and two do. In the broken variant each uses a semaphore of its
 // own name, and more than two run at once.
 func TestRunSemaphore(t *testing.T) {
+	quick(t)
 	for _, tc := range []struct {
 		name   string
 		shared bool
@@ -161,6 +162,7 @@ func TestRunSemaphoreBusyAndStatus(t *testing.T) {
 // overlaps anything. In the broken variant the writers use a plain "run
 // NAME" (the Lock, which --shared holders do not see), and overlap them.
 func TestRunSharedExclusive(t *testing.T) {
+	quick(t)
 	for _, tc := range []struct {
 		name   string
 		writer []string
