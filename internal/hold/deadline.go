@@ -121,7 +121,6 @@ func (h *Hold) verify(loss time.Time) (goOn bool, reason error) {
 	ctx, cancel := context.WithDeadline(context.Background(), loss)
 	go func() {
 		defer cancel()
-		defer func() { <-h.extending }() // after the read: a late reply must not race a later extend
 		key, sent := h.lockKey[0], time.Now()
 		var (
 			get  *redis.StringCmd
@@ -139,11 +138,16 @@ func (h *Hold) verify(loss time.Time) (goOn bool, reason error) {
 	}()
 	timer := time.NewTimer(time.Until(loss))
 	defer timer.Stop()
+	// The extend slot is given back once the read's answer is applied (or
+	// dropped): an Extend that waits for it then sets the deadline after
+	// the read did, never before.
 	var a answer
 	select {
 	case a = <-ch:
+		defer func() { <-h.extending }()
 	case <-timer.C:
-		return false, nil // too late: the hold is lost at its deadline
+		go func() { <-ch; <-h.extending }() // the late answer is dropped
+		return false, nil                   // too late: the hold is lost at its deadline
 	}
 	switch {
 	case errors.Is(a.err, redis.Nil):
