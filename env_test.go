@@ -119,17 +119,8 @@ func long(t *testing.T, what string) {
 	}
 }
 
-// quick marks a test that needs nothing process-wide, so that -short runs
-// it in parallel with the others like it. The full run keeps it
-// sequential: there the long scenarios (failovers, processes, faults)
-// already run in parallel beside it, and it is CI's race run; a timing
-// bound of a quick test is not to compete with both.
-func quick(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Parallel()
-	}
-}
+// quick is redistest.Quick.
+var quick = redistest.Quick
 
 // ctxT returns a context that ends with the test, or after 20 s.
 func ctxT(t testing.TB) context.Context {

@@ -28,14 +28,7 @@ import (
 // Acquire or Release of the primitive waits for that.
 func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket) waitResult {
 	in := l.ident.Load()
-	var try []any
-	switch {
-	case in.wokenSet != nil:
-		try = in.wokenSet
-	case !l.ack.on(): // WAIT must follow the try on its connection: see pipeWait
-		try, _ = l.prepared(in, tryWoken, tk)
-	}
-	req := wait.NewReq(l.keys[1], d, try)
+	req := wait.NewReq(l.keys[1], d, l.wokenTry(in, tk))
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		return l.pipeWait(ctx, req, in, tk)
 	}
@@ -80,6 +73,27 @@ func (l *core) waitAndTry(ctx context.Context, d time.Duration, tk *wait.Ticket)
 		ch = done
 	case <-ctx.Done():
 	}
+	return l.giveUp(ctx, req, ch, cancel, tk, heard)
+}
+
+// wokenTry is the try to pipeline behind the BLPOP of a waiter with
+// identity in, if any.
+func (l *core) wokenTry(in *identity, tk *wait.Ticket) []any {
+	switch {
+	case in.wokenSet != nil:
+		return in.wokenSet
+	case !l.ack.on(): // WAIT must follow the try on its connection: see pipeWait
+		try, _ := l.prepared(in, tryWoken, tk)
+		return try
+	}
+	return nil
+}
+
+// giveUp ends a wait whose caller's ctx ended: the wait (its outcome to
+// come on ch) is finished off in the background, and the caller told
+// ErrLocked's ctx error, or the outage when Redis, not heard from as ctx
+// ended (heard false), does not answer a read either.
+func (l *core) giveUp(ctx context.Context, req *wait.Req, ch <-chan waitResult, cancel context.CancelFunc, tk *wait.Ticket, heard bool) waitResult {
 	l.cleanups.Add()
 	l.abandons.Add()
 	if tk != nil {

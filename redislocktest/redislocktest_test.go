@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/leakcheck"
+	"github.com/go-redis-lock/redislock/internal/redistest"
 	"github.com/go-redis-lock/redislock/redislocktest"
 )
 
@@ -21,15 +22,8 @@ func TestMain(m *testing.M) {
 	os.Exit(leakcheck.Run(m))
 }
 
-// quick marks a test that needs nothing process-wide, so that -short runs
-// it in parallel with the others like it (the full run, CI's race run,
-// keeps it sequential).
-func quick(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Parallel()
-	}
-}
+// quick is redistest.Quick.
+var quick = redistest.Quick
 
 // onBoth runs fn on an in-process server and on a real one.
 func onBoth(t *testing.T, fn func(t *testing.T, s *redislocktest.Server)) {

@@ -23,15 +23,8 @@ func TestMain(m *testing.M) {
 	os.Exit(leakcheck.Run(m))
 }
 
-// quick marks a test that starts its own servers and processes and needs
-// nothing process-wide, so that -short runs it in parallel with the others
-// like it (the full run, CI's race run, keeps it sequential).
-func quick(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Parallel()
-	}
-}
+// quick is redistest.Quick.
+var quick = redistest.Quick
 
 // runCLI runs the command line in process, with an empty, non-terminal
 // standard input.

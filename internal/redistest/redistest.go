@@ -281,3 +281,15 @@ func (h CommandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h CommandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// Quick marks a test that needs nothing process-wide, so that -short runs
+// it in parallel with the others like it. The full run keeps it
+// sequential: there the long scenarios (failovers, processes, faults)
+// already run in parallel beside it, and it is CI's race run; a timing
+// bound of a quick test is not to compete with both.
+func Quick(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Parallel()
+	}
+}
