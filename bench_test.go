@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +300,50 @@ func BenchmarkTopologies(b *testing.B) {
 	b.ReportMetric(float64(ack)/1e3, "replica-ack-p50-µs")
 	b.ReportMetric(float64(cl)/float64(one), "cluster/single")
 	b.ReportMetric(float64(ack)/float64(one), "ack/single")
+}
+
+// BenchmarkContended is bench/'s "contended: 8 workers, no hold" in
+// miniature, for profiling the library's own work per contended
+// acquisition: 8 goroutines, a client and a Lock each on one name, acquire
+// then release; an op is one acquisition.
+//
+//	go test -run '^$' -bench Contended -benchtime 20000x -cpuprofile cpu.out .
+func BenchmarkContended(b *testing.B) {
+	s := redistest.Start(b)
+	for _, tracking := range []bool{true, false} {
+		b.Run(fmt.Sprintf("tracking=%v", tracking), func(b *testing.B) {
+			contended(b, s, redislock.WithExpire(10*time.Second), redislock.WithTracking(tracking))
+		})
+	}
+}
+
+func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
+	ctx := context.Background()
+	const workers = 8
+	locks := make([]*redislock.Lock, workers)
+	for i := range locks {
+		locks[i] = mustNew(b, s.Client(), "bench", opts...)
+	}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	defer reportCPU(b)()
+	var wg sync.WaitGroup
+	for _, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if err := l.Acquire(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

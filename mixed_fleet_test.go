@@ -205,9 +205,7 @@ func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 	if n := py.Release(ctx); n != 0 {
 		t.Fatalf("python release = %d", n)
 	}
-	if r := receive(t, done); r.err != nil || r.at.Sub(released) > time.Second {
-		t.Fatalf("Go waiter after Python's release: %v after %v", r.err, r.at.Sub(released))
-	}
+	heldSoonAfter(t, done, released, "the Go waiter, after Python's release")
 	if py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquired {job} while Go holds it")
 	}

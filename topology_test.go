@@ -84,9 +84,7 @@ func TestCluster(t *testing.T) {
 	if err := held[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := receive(t, done); r.err != nil || r.at.Sub(released) > time.Second {
-		t.Fatalf("waiter on the cluster: %v after %v", r.err, r.at.Sub(released))
-	}
+	heldSoonAfter(t, done, released, "the waiter on the cluster")
 	var infos []redislock.LockInfo
 
 	infos, err = redislock.List(ctx, cc, "*")

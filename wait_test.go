@@ -243,10 +243,7 @@ func TestWaiterReloadsFlushedScripts(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("holder.Release() after SCRIPT FLUSH = %v", err)
 	}
-	r := receive(t, done)
-	if r.err != nil || r.at.Sub(released) > time.Second {
-		t.Fatalf("waiter.Acquire() after SCRIPT FLUSH = %v after %v, want the lock within 1s", r.err, r.at.Sub(released))
-	}
+	heldSoonAfter(t, done, released, "the waiter, after SCRIPT FLUSH")
 	if got := admin.Get(ctx, waiter.Key()).Val(); got != waiter.ID() {
 		t.Fatalf("lock key = %q, want the waiter's id", got)
 	}
@@ -269,10 +266,7 @@ func TestResetWakesWaiter(t *testing.T) {
 	if _, err := mustNew(t, admin, "job").Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := receive(t, done)
-	if r.err != nil || r.at.Sub(reset) > time.Second {
-		t.Fatalf("waiter after Reset: err %v after %v; want nil within 1s", r.err, r.at.Sub(reset))
-	}
+	heldSoonAfter(t, done, reset, "the waiter, after Reset")
 	if err := holder.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
 		t.Fatalf("holder.Release() after Reset = %v, want ErrNotAcquired", err)
 	}
@@ -297,10 +291,7 @@ func TestResetAllWakesWaiters(t *testing.T) {
 		t.Fatalf("ResetAll() = %d, %v; want 3, nil", n, err)
 	}
 	for i, ch := range waits {
-		r := receive(t, ch)
-		if r.err != nil || r.at.Sub(reset) > time.Second {
-			t.Fatalf("waiter of %s after ResetAll: err %v after %v; want nil within 1s", names[i], r.err, r.at.Sub(reset))
-		}
+		heldSoonAfter(t, ch, reset, "the waiter of "+names[i]+", after ResetAll")
 	}
 }
 
@@ -331,10 +322,7 @@ func TestPythonProtocolWakeUps(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r := receive(t, done)
-	if r.err != nil || r.at.Sub(released) > time.Second {
-		t.Fatalf("Go waiter after Python release: err %v after %v; want nil within 1s", r.err, r.at.Sub(released))
-	}
+	heldSoonAfter(t, done, released, "the Go waiter, after the Python release")
 
 	// We hold, Python waits in BLPOP lock-signal:shared and wakes on our
 	// release.
@@ -623,5 +611,15 @@ func TestWokenWaiterWithReplicaAckIsAcknowledged(t *testing.T) {
 	}
 	if n := s.Client().Exists(ctx, "lock:job").Val(); n != 0 {
 		t.Fatalf("the unacknowledged take is still in Redis (EXISTS lock:job = %d)", n)
+	}
+}
+
+// heldSoonAfter receives a waiter's Acquire from ch and fails t unless it
+// holds the lock within a second of since (a release, a reset): woken at
+// once, not at the end of a slice or an expire. what names the waiter.
+func heldSoonAfter(t *testing.T, ch <-chan acquired, since time.Time, what string) {
+	t.Helper()
+	if r := receive(t, ch); r.err != nil || r.at.Sub(since) > time.Second {
+		t.Fatalf("%s: Acquire() = %v after %v; want the lock within 1s", what, r.err, r.at.Sub(since))
 	}
 }
