@@ -228,25 +228,66 @@ func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 // that got NOSCRIPT is sent again with EVAL.
 func TestWaiterReloadsFlushedScripts(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
-	holder := mustNew(t, s.Client(), "job")
-	mustAcquire(t, ctx, holder)
-	waiter := mustNew(t, s.Client(), "job")
-	done := acquireAsync(ctx, waiter)
-	waitBlocked(t, admin, 1)
-	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+	// A plain Lock's woken try is a SET NX, but a fenced Lock's and a
+	// permit's are scripts: the NOSCRIPT is theirs.
+	for _, tc := range []struct {
+		name string
+		opts []redislock.Option
+		sem  bool
+	}{
+		{"lock", nil, false},
+		{"fenced lock", []redislock.Option{redislock.WithFencing()}, false},
+		{"semaphore", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			ctx := ctxT(t)
+			admin := s.Client()
+			release, done := flushedScriptsWaiter(t, ctx, s, tc.sem, tc.opts)
+			waitBlocked(t, admin, 1)
+			if err := admin.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			released := time.Now()
+			if err := release(); err != nil {
+				t.Fatalf("holder's Release() after SCRIPT FLUSH = %v", err)
+			}
+			heldSoonAfter(t, done, released, "the waiter, after SCRIPT FLUSH")
+		})
+	}
+}
+
+// flushedScriptsWaiter makes a holder of "job" (a Lock with opts, or a
+// permit of a Semaphore of 1) and a waiter behind it, and returns the
+// holder's release and the waiter's outcome.
+func flushedScriptsWaiter(t *testing.T, ctx context.Context, s *redistest.Server, sem bool, opts []redislock.Option) (func() error, <-chan acquired) {
+	t.Helper()
+	if !sem {
+		holder := mustNew(t, s.Client(), "job", opts...)
+		mustAcquire(t, ctx, holder)
+		return func() error { return holder.Release(ctx) }, acquireAsync(ctx, mustNew(t, s.Client(), "job", opts...))
+	}
+	newSem := func() *redislock.Semaphore {
+		sm, err := redislock.NewSemaphore(s.Client(), "job", 1, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sm
+	}
+	p, err := newSem().Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	released := time.Now()
-	if err := holder.Release(ctx); err != nil {
-		t.Fatalf("holder.Release() after SCRIPT FLUSH = %v", err)
-	}
-	heldSoonAfter(t, done, released, "the waiter, after SCRIPT FLUSH")
-	if got := admin.Get(ctx, waiter.Key()).Val(); got != waiter.ID() {
-		t.Fatalf("lock key = %q, want the waiter's id", got)
-	}
+	waiter := newSem()
+	done := make(chan acquired, 1)
+	go func() {
+		q, err := waiter.Acquire(ctx)
+		done <- acquired{err: err, at: time.Now()}
+		if err == nil {
+			_ = q.Release(context.Background())
+		}
+	}()
+	return func() error { return p.Release(ctx) }, done
 }
 
 func TestResetWakesWaiter(t *testing.T) {
