@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,40 +28,11 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 	if err := w1.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu    sync.Mutex
-		order []string
-		at    = map[string]time.Time{}
-		wg    sync.WaitGroup
-	)
-	enter := func(who string, rw *rwParticipant, write bool) {
-		defer wg.Done()
-		var err error
-		if write {
-			err = rw.Lock(ctx)
-		} else {
-			err = rw.RLock(ctx)
-		}
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		mu.Lock()
-		order, at[who] = append(order, who), time.Now()
-		mu.Unlock()
-		time.Sleep(200 * time.Millisecond)
-		if write {
-			rw.Unlock(ctx)
-		} else {
-			rw.RUnlock(ctx)
-		}
-	}
-	wg.Add(1)
-	go enter("W2", mustRWMutex(t, s.Client(), "cfg"), true)
-	time.Sleep(50 * time.Millisecond)
+	var log entryLog
+	log.enter(t, ctx, "W2", mustRWMutex(t, s.Client(), "cfg"), true, 200*time.Millisecond)
+	waitInfoWithin(t, ctx, w1, 10*time.Second, "W2 waits", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 	for i := range 4 {
-		wg.Add(1)
-		go enter(fmt.Sprintf("R%d", i), mustRWMutex(t, shared, "cfg"), false)
+		log.enter(t, ctx, fmt.Sprintf("R%d", i), mustRWMutex(t, shared, "cfg"), false, 200*time.Millisecond)
 	}
 	// The readers' registration must outlive a slice and a second: the
 	// followers in the local queue send nothing meanwhile.
@@ -71,13 +41,19 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 	if err := w1.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
+	entries := log.wait()
+	order := whoOf(entries)
 	var lateness []time.Duration
-	for i := range 4 {
-		lateness = append(lateness, at[fmt.Sprintf("R%d", i)].Sub(released).Round(time.Millisecond))
+	for _, e := range entries {
+		if e.who != "W2" {
+			lateness = append(lateness, e.at.Sub(released).Round(time.Millisecond))
+		}
 	}
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
 	t.Logf("order %v; readers in after %v", order, lateness)
+	if len(lateness) != 4 {
+		t.Fatalf("order %v; want the four readers and W2", order)
+	}
 	if order[len(order)-1] != "W2" {
 		t.Fatalf("order %v: W2 before some of the readers that waited on a shared client", order)
 	}

@@ -514,63 +514,88 @@ func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 		if err := w1.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		type entry struct {
-			who string
-			at  time.Time
-		}
-		var (
-			mu      sync.Mutex
-			entries []entry
-			wg      sync.WaitGroup
-		)
-		enter := func(who string, rw *rwParticipant, write bool) {
-			defer wg.Done()
-			var err error
-			if write {
-				err = rw.Lock(ctx)
-			} else {
-				err = rw.RLock(ctx)
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			entries = append(entries, entry{who, time.Now()})
-			mu.Unlock()
-			time.Sleep(300 * time.Millisecond)
-			if write {
-				rw.Unlock(ctx)
-			} else {
-				rw.RUnlock(ctx)
-			}
-		}
-		w2 := mustRWMutex(t, b.client(), "cfg")
-		wg.Add(1)
-		go enter("W2", w2, true)
-		time.Sleep(50 * time.Millisecond) // W2 waits first
+		var log entryLog
+		log.enter(t, ctx, "W2", mustRWMutex(t, b.client(), "cfg"), true, 300*time.Millisecond)
+		waitInfoWithin(t, ctx, w1, 10*time.Second, "W2 waits", func(i rwInfo) bool { return i.WaitingWriters == 1 })
 		for i := range 3 {
-			wg.Add(1)
-			go enter(fmt.Sprintf("R%d", i+1), mustRWMutex(t, b.client(), "cfg"), false)
+			log.enter(t, ctx, fmt.Sprintf("R%d", i+1), mustRWMutex(t, b.client(), "cfg"), false, 300*time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond) // the readers wait behind W2 and W1
+		waitInfoWithin(t, ctx, w1, 10*time.Second, "the readers wait behind W1 and W2", func(i rwInfo) bool { return i.WaitingReaders == 3 })
 		if err := w1.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
-		order := make([]string, len(entries))
-		for i, e := range entries {
-			order[i] = e.who
-		}
+		entries := log.wait()
+		order := whoOf(entries)
 		t.Logf("order after W1's release: %v", order)
 		if len(order) != 4 || order[3] != "W2" {
 			t.Fatalf("order %v; want the three readers, then W2", order)
 		}
-		slices.SortFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
 		if spread := entries[2].at.Sub(entries[0].at); spread > 250*time.Millisecond {
 			t.Fatalf("the readers came in %v apart; want them inside together (each reads 300ms)", spread)
 		}
 	})
+}
+
+// entryLog records the order in which RWMutex participants get in.
+type entryLog struct {
+	mu      sync.Mutex
+	entries []entry
+	wg      sync.WaitGroup
+}
+
+// entry is one participant's way in: who, and when.
+type entry struct {
+	who string
+	at  time.Time
+}
+
+// enter starts who, taking rw's write or read hold, holding it for hold,
+// then letting go.
+func (e *entryLog) enter(t *testing.T, ctx context.Context, who string, rw *rwParticipant, write bool, hold time.Duration) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		var err error
+		if write {
+			err = rw.Lock(ctx)
+		} else {
+			err = rw.RLock(ctx)
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		e.mu.Lock()
+		e.entries = append(e.entries, entry{who, time.Now()})
+		e.mu.Unlock()
+		time.Sleep(hold) // the work under the hold
+		if write {
+			err = rw.Unlock(ctx)
+		} else {
+			err = rw.RUnlock(ctx)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+}
+
+// wait waits for every participant to have left and returns the entries
+// in the order they came in.
+func (e *entryLog) wait() []entry {
+	e.wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.entries)
+}
+
+// whoOf is the entries' participants, in order.
+func whoOf(entries []entry) []string {
+	var who []string
+	for _, e := range entries {
+		who = append(who, e.who)
+	}
+	return who
 }
 
 // A SIGKILLed reader holds a waiting writer up only until its own expire
