@@ -250,35 +250,40 @@ func TestLinearizable(t *testing.T) {
 		{"broken/release without id check", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := history(t, tc.broken)
-			checkStart := time.Now()
-			res := porcupine.CheckOperationsTimeout(mutexModel.ToModel(), h, 30*time.Second)
-			var ok, unknown, blockingOK int
-			for _, op := range h {
-				switch op.Output.(outcome) {
-				case outOK:
-					ok++
-					if in := op.Input.(mutexInput); in.acquire && in.blocking {
-						blockingOK++
-					}
-				case outUnknown:
-					unknown++
-				}
-			}
-			t.Logf("%d operations (%d succeeded, %d of them blocking acquires; %d unknown under faults): %s, checked in %v",
-				len(h), ok, blockingOK, unknown, res, time.Since(checkStart).Round(time.Millisecond))
-			// The history must have met what it is about: faults that left
-			// outcomes unknown, and blocking acquires that got the lock.
-			if unknown == 0 || blockingOK == 0 {
-				t.Fatalf("%d unknown outcomes and %d blocking acquires that succeeded, want some of each", unknown, blockingOK)
-			}
-			if want := porcupine.Ok; tc.broken {
-				if res != porcupine.Illegal {
-					t.Fatalf("the broken lock's history was judged %s, want illegal", res)
-				}
-			} else if res != want {
-				t.Fatalf("history judged %s, want ok", res)
-			}
+			judge(t, mutexModel.ToModel(), history(t, tc.broken), tc.broken)
 		})
+	}
+}
+
+// judge checks history h against model: a broken variant's must be judged
+// illegal, the real one's ok. h must have met what it is about: faults
+// that left outcomes unknown, and blocking acquires that got in.
+func judge(t *testing.T, model porcupine.Model, h []porcupine.Operation, broken bool) {
+	t.Helper()
+	checkStart := time.Now()
+	res := porcupine.CheckOperationsTimeout(model, h, 30*time.Second)
+	var ok, unknown, blockingOK int
+	for _, op := range h {
+		switch op.Output.(outcome) {
+		case outOK:
+			ok++
+			if in := op.Input.(mutexInput); in.acquire && in.blocking {
+				blockingOK++
+			}
+		case outUnknown:
+			unknown++
+		}
+	}
+	t.Logf("%d operations (%d succeeded, %d of them blocking acquires; %d unknown under faults): %s, checked in %v",
+		len(h), ok, blockingOK, unknown, res, time.Since(checkStart).Round(time.Millisecond))
+	if unknown == 0 || blockingOK == 0 {
+		t.Fatalf("%d unknown outcomes and %d blocking acquires that succeeded, want some of each", unknown, blockingOK)
+	}
+	want := porcupine.Ok
+	if broken {
+		want = porcupine.Illegal
+	}
+	if res != want {
+		t.Fatalf("history judged %s, want %s", res, want)
 	}
 }

@@ -127,32 +127,7 @@ func TestSemaphoreLinearizable(t *testing.T) {
 				}
 				return &realSemaphore{s: s}
 			})
-			checkStart := time.Now()
-			res := porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 30*time.Second)
-			var ok, unknown, blockingOK int
-			for _, op := range h {
-				switch op.Output.(outcome) {
-				case outOK:
-					ok++
-					if in := op.Input.(mutexInput); in.acquire && in.blocking {
-						blockingOK++
-					}
-				case outUnknown:
-					unknown++
-				}
-			}
-			t.Logf("%d operations (%d succeeded, %d of them blocking acquires; %d unknown under faults): %s, checked in %v",
-				len(h), ok, blockingOK, unknown, res, time.Since(checkStart).Round(time.Millisecond))
-			if unknown == 0 || blockingOK == 0 {
-				t.Fatalf("%d unknown outcomes and %d blocking acquires that succeeded, want some of each", unknown, blockingOK)
-			}
-			want := porcupine.Ok
-			if tc.broken {
-				want = porcupine.Illegal
-			}
-			if res != want {
-				t.Fatalf("history judged %s, want %s", res, want)
-			}
+			judge(t, semModel.ToModel(), h, tc.broken)
 		})
 	}
 }
