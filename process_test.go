@@ -192,7 +192,7 @@ func TestMultiProcessMutualExclusion(t *testing.T) {
 }
 
 // A holder process SIGKILLed while holding a 1 s lock: the next waiter
-// acquires within the TTL + 300 ms. In the broken variant the holder's
+// acquires within the TTL + 1 s. In the broken variant the holder's
 // key has no expire, and the same check finds the waiter still waiting.
 func TestHolderKilled(t *testing.T) {
 	t.Parallel()
@@ -213,14 +213,9 @@ func TestHolderKilled(t *testing.T) {
 			holder.Process.Signal(syscall.SIGKILL)
 			holder.Wait()
 			waiter := mustNew(t, s.Client(), "job")
-			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
 			defer cancel()
-			err := waiter.Acquire(wctx)
-			took := time.Since(held)
-			t.Logf("holder killed; waiter returned %v after the holder had the lock (TTL %v): %v", took, ttl, err)
-			if freed := err == nil && took <= ttl+300*time.Millisecond; freed != tc.wantFreed {
-				t.Fatalf("waiter's Acquire() = %v after %v; want the lock within TTL + 300ms = %v", err, took, tc.wantFreed)
-			}
+			killedHolderFreed(t, "the waiter's Acquire()", waiter.Acquire(wctx), held, ttl, tc.wantFreed)
 		})
 	}
 }
@@ -490,5 +485,24 @@ func TestRedisKilledWaitersFail(t *testing.T) {
 	t.Logf("Redis killed; all 8 blocked Acquires returned errors within %v", took)
 	if took > 5*time.Second {
 		t.Fatalf("blocked Acquires returned %v after the kill, want within 5s", took)
+	}
+}
+
+// killedSlack is how long past a killed holder's TTL its waiter may take
+// to get in: a generous bound on liveness (the expiry is seen on the
+// server's clock, and a waiter's slice ends at the holder's PTTL), far
+// below what a hold that outlives its process would take.
+const killedSlack = time.Second
+
+// killedHolderFreed fails t unless what, a waiter's call that returned
+// err, got in within the killed holder's ttl + killedSlack of held (when
+// the holder had it) exactly when want: the broken variants' waiters must
+// still be waiting.
+func killedHolderFreed(t *testing.T, what string, err error, held time.Time, ttl time.Duration, want bool) {
+	t.Helper()
+	took := time.Since(held)
+	t.Logf("holder killed; %s returned after %v of its %v TTL: %v", what, took, ttl, err)
+	if freed := err == nil && took <= ttl+killedSlack; freed != want {
+		t.Fatalf("%s = %v after %v; want it in within TTL + %v: %v", what, err, took, killedSlack, want)
 	}
 }

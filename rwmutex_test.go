@@ -599,7 +599,7 @@ func whoOf(entries []entry) []string {
 }
 
 // A SIGKILLed reader holds a waiting writer up only until its own expire
-// (1 s): the writer is in within TTL + 300 ms. In the broken variant the
+// (1 s): the writer is in within TTL + 1 s. In the broken variant the
 // reader's hold lasts an hour, and the same check finds the writer still
 // waiting.
 func TestRWMutexReaderKilled(t *testing.T) {
@@ -621,7 +621,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 			held := time.Now()
 			w := mustRWMutex(t, s.Client(), "cfg")
 			got := make(chan error, 1)
-			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
 			defer cancel()
 			go func() { got <- w.Lock(wctx) }()
 			waitBlocked(t, s.Client(), 1)
@@ -631,11 +631,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			err := <-got
-			took := time.Since(held)
-			t.Logf("reader killed; writer returned after %v of the reader's %v: %v", took, ttl, err)
-			if freed := err == nil && took <= ttl+300*time.Millisecond; freed != tc.wantFreed {
-				t.Fatalf("writer's Lock() = %v after %v; want it within TTL + 300ms = %v", err, took, tc.wantFreed)
-			}
+			killedHolderFreed(t, "the writer's Lock()", err, held, ttl, tc.wantFreed)
 			if err == nil {
 				w.Unlock(ctx)
 			}

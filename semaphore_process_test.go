@@ -185,7 +185,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 // A holder process SIGKILLed while holding a 1 s permit of a size-2
 // semaphore, whose other permit a live holder keeps (so the holders key
 // lives on): a waiter blocked on the semaphore holds within the TTL +
-// 300 ms (woken at the dead holder's expiry on the server's clock, its
+// 1 s (woken at the dead holder's expiry on the server's clock, its
 // permit dropped). In the broken variant the dead holder's permit lasts an
 // hour, as a permit counted without an expiry would, and the same check
 // finds the waiter still waiting.
@@ -211,7 +211,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			held := time.Now() // the holder acquired before this
 			waiter := mustSemaphore(t, s.Client(), "pool", 2)
 			got := make(chan error, 1)
-			wctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
 			defer cancel()
 			var wp *redislock.Permit
 			go func() {
@@ -223,11 +223,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			holder.Process.Signal(syscall.SIGKILL)
 			holder.Wait()
 			err := <-got
-			took := time.Since(held)
-			t.Logf("holder killed; waiter returned after %v of the holder's %v permit: %v", took, ttl, err)
-			if freed := err == nil && took <= ttl+300*time.Millisecond; freed != tc.wantFreed {
-				t.Fatalf("waiter's Acquire() = %v after %v; want the permit within TTL + 300ms = %v", err, took, tc.wantFreed)
-			}
+			killedHolderFreed(t, "the waiter's Acquire()", err, held, ttl, tc.wantFreed)
 			if err == nil {
 				wp.Release(ctx)
 			}
