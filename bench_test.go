@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
+	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
 // Benchmarks against a real redis-server started for each. Compare the
@@ -315,10 +319,74 @@ func BenchmarkContended(b *testing.B) {
 			contended(b, s, redislock.WithExpire(10*time.Second), redislock.WithTracking(tracking))
 		})
 	}
+	b.Run("protocol-bare", func(b *testing.B) { contendedBare(b, s) })
+}
+
+// contendedBare is contended's baseline: the same wire protocol sent
+// straight through go-redis, with none of the library's work (no hold, no
+// watch, no local queue, no wait lanes): the acquire script as a first
+// try, then BLPOP with a plain SET NX pipelined behind it on a connection
+// of its own, the release script.
+func contendedBare(b *testing.B, s *redistest.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const workers = 8
+	keys := []string{"lock:bare", "lock-signal:bare", "lock-signal:bare:turn"}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var h handoffs
+	b.ResetTimer()
+	defer reportCPU(b)()
+	var wg sync.WaitGroup
+	for i := range workers {
+		c, wc := s.Client(), s.Client(func(o *redis.Options) { o.PoolSize = 1 })
+		id := fmt.Sprintf("bare-%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handedOff := false
+			for left.Add(-1) >= 0 {
+				if err := bareAcquire(ctx, c, wc, keys, id, handedOff); err != nil {
+					b.Error(err)
+					return
+				}
+				h.acquired(i)
+				h.releasing(i)
+				n, err := wire.Release.Run(ctx, c, keys, id, "1000", "100").Int64()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				handedOff = n == 3 // as core.handedOff: wait first
+			}
+		}()
+	}
+	wg.Wait()
+	h.report(b)
+}
+
+func bareAcquire(ctx context.Context, c, wc *redis.Client, keys []string, id string, waitFirst bool) error {
+	if !waitFirst {
+		r, err := wire.Acquire.Run(ctx, c, keys, id, "10000", "1", "1").Slice()
+		if err != nil || r[0] == int64(0) {
+			return err
+		}
+	}
+	for {
+		pipe := wc.Pipeline()
+		pipe.Do(ctx, "blpop", keys[1], "1")
+		set := pipe.Do(ctx, "set", keys[0], id, "nx", "px", "10000")
+		_, _ = pipe.Exec(ctx)
+		if err := set.Err(); !errors.Is(err, redis.Nil) {
+			return err
+		}
+	}
 }
 
 func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
-	ctx := context.Background()
+	// A context that can end, as callers' do: its waits can be given up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	const workers = 8
 	locks := make([]*redislock.Lock, workers)
 	for i := range locks {
@@ -326,10 +394,11 @@ func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
 	}
 	var left atomic.Int64
 	left.Store(int64(b.N))
+	var h handoffs
 	b.ResetTimer()
 	defer reportCPU(b)()
 	var wg sync.WaitGroup
-	for _, l := range locks {
+	for i, l := range locks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -338,6 +407,8 @@ func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
 					b.Error(err)
 					return
 				}
+				h.acquired(i)
+				h.releasing(i)
 				if err := l.Release(ctx); err != nil {
 					b.Error(err)
 					return
@@ -346,4 +417,36 @@ func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
 		}()
 	}
 	wg.Wait()
+	h.report(b)
+}
+
+// handoffs measures, under contention, the time from one worker's call to
+// release to another's acquire returning: the hand-off's critical path.
+type handoffs struct {
+	mu    sync.Mutex
+	by    int
+	at    time.Time
+	times []time.Duration
+}
+
+func (h *handoffs) releasing(worker int) {
+	h.mu.Lock()
+	h.by, h.at = worker, time.Now()
+	h.mu.Unlock()
+}
+
+func (h *handoffs) acquired(worker int) {
+	now := time.Now()
+	h.mu.Lock()
+	if !h.at.IsZero() && h.by != worker {
+		h.times = append(h.times, now.Sub(h.at))
+	}
+	h.mu.Unlock()
+}
+
+func (h *handoffs) report(b *testing.B) {
+	if len(h.times) > 0 {
+		b.ReportMetric(float64(median(h.times))/1e3, "handoff-p50-µs")
+		b.ReportMetric(float64(len(h.times))/float64(b.N), "handoffs/op")
+	}
 }
