@@ -192,12 +192,13 @@ func TestOwnRenewalsAreNotLosses(t *testing.T) {
 		// show as more than one GET per renewal.
 		c := s.Client()
 		var holders []*redislock.Lock
+		base := commandStats(t, admin)
 		for i := range 20 {
 			l := mustNew(t, c, fmt.Sprintf("job-%d", i), redislock.WithExpire(2400*time.Millisecond), redislock.WithAutoRenewal())
 			mustAcquire(t, ctx, l)
 			holders = append(holders, l)
 		}
-		time.Sleep(100 * time.Millisecond) // the tracker has read the keys
+		waitGets(t, admin, base, 20) // the tracker has read the keys
 		before := commandStats(t, admin)
 		time.Sleep(5 * time.Second) // 3 renewals each
 		for _, l := range holders {
@@ -359,9 +360,11 @@ func TestReleaseIsNotTakenForALoss(t *testing.T) {
 		return err
 	}))
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+	admin := s.Client()
 	for i := range 5 {
+		base := commandStats(t, admin)
 		mustAcquire(t, ctx, l)
-		time.Sleep(20 * time.Millisecond) // the tracker has read the key
+		waitGets(t, admin, base, 1) // the tracker has read the key
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("cycle %d: Release() = %v", i, err)
 		}
@@ -645,8 +648,9 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 		locks[i] = mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 	}
 	hold := func(l *redislock.Lock) {
+		base := commandStats(t, admin)
 		mustAcquire(t, ctx, l)
-		time.Sleep(20 * time.Millisecond) // its key is read: the tracker connects
+		waitGets(t, admin, base, 1) // its key is read: the tracker connects
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -785,10 +789,11 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 	ctx := ctxT(t)
 	admin := s.Client()
 	c := s.Client()
+	base := commandStats(t, admin)
 	for i := range 20 {
 		mustAcquire(t, ctx, mustNew(t, c, fmt.Sprintf("other-%d", i), redislock.WithExpire(time.Minute)))
 	}
-	time.Sleep(100 * time.Millisecond) // the tracker has read them
+	waitGets(t, admin, base, 20) // the tracker has read them
 	for round := range 3 {
 		l := mustNew(t, c, fmt.Sprintf("job-%d", round), redislock.WithExpire(time.Minute))
 		before := commandStats(t, admin)
@@ -1011,5 +1016,22 @@ func delNoticed(t *testing.T, admin *redis.Client, holder *redislock.Lock, bound
 	t.Logf("%s: DEL -> Done in %v", what, took)
 	if took > bound {
 		t.Fatalf("%s: DEL noticed after %v, want within %v", what, took, bound)
+	}
+}
+
+// waitGets waits until the server has run n GETs more than in base (the
+// tracker's first reads of the keys just acquired: the acquire script
+// itself reads nothing when it takes a free key), failing t after 10 s.
+func waitGets(t *testing.T, admin *redis.Client, base map[string]int64, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got := commandStats(t, admin)["get"] - base["get"]
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GETs in 10 s, want the tracker's %d first reads", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
