@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"weak"
@@ -178,3 +179,19 @@ func delta(before, after map[string]int64) map[string]int64 {
 
 // commandHook is redistest.CommandHook.
 type commandHook = redistest.CommandHook
+
+// waiting returns a channel closed once a wait of client's has sent its
+// BLPOP: the waiter is in line (a signal pushed before Redis blocks it is
+// in the list for it). It works on miniredis, which counts no blocked
+// clients, as on a real server.
+func waiting(client redis.UniversalClient) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	redislock.AddWaitHook(client, pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if len(cmds) > 0 && cmds[0].Name() == "blpop" {
+			once.Do(func() { close(ch) })
+		}
+		return next(ctx, cmds)
+	}))
+	return ch
+}

@@ -121,7 +121,7 @@ func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
 		}
 		got <- time.Now()
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitBlocked(t, s.Client(), 1) // W2 waits in Redis
 	released := time.Now()
 	w1.Unlock(ctx)
 	in := <-got

@@ -176,11 +176,13 @@ func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 	quick(t)
 	onBoth(t, func(t *testing.T, b *backend) {
 		ctx := ctxT(t)
-		sem := mustSemaphore(t, b.client(), "pool", 1, redislock.WithExpire(30*time.Second))
+		c := b.client()
+		sem := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(30*time.Second))
 		holder, err := sem.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		inLine := waiting(c)
 		got := make(chan error, 1)
 		var waiter *redislock.Permit
 		go func() {
@@ -188,7 +190,7 @@ func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 			waiter, err = sem.Acquire(ctx)
 			got <- err
 		}()
-		time.Sleep(100 * time.Millisecond)
+		<-inLine
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -351,6 +353,7 @@ func TestSemaphoreReset(t *testing.T) {
 			t.Fatal(err)
 		}
 		ws := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(10*time.Second))
+		inLine := waiting(c)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		var (
@@ -358,7 +361,7 @@ func TestSemaphoreReset(t *testing.T) {
 			werr error
 		)
 		go func() { defer wg.Done(); w, werr = ws.Acquire(ctx) }()
-		time.Sleep(50 * time.Millisecond)
+		<-inLine
 		n, err := hs.Reset(ctx)
 		if err != nil || n != 1 {
 			t.Fatalf("Reset = %d, %v; want 1 holder dropped", n, err)
