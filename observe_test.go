@@ -362,7 +362,8 @@ func TestObserverEvents(t *testing.T) {
 		ctx := ctxT(t)
 		obs := &recorder{}
 		holder := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithObserver(obs.observer()))
-		waiter := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithObserver(obs.observer()))
+		wc := b.client()
+		waiter := mustNew(t, wc, "job", redislock.WithExpire(time.Minute), redislock.WithObserver(obs.observer()))
 
 		mustAcquire(t, ctx, holder)
 		ev := obs.take()
@@ -403,13 +404,10 @@ func TestObserverEvents(t *testing.T) {
 			t.Fatalf("Extend: %+v, want manual, 2m, extended", e)
 		}
 
+		inLine := waiting(wc)
 		got := make(chan error, 1)
 		go func() { got <- waiter.Acquire(ctx) }()
-		if b.mini == nil {
-			waitBlocked(t, b.client(), 1)
-		} else {
-			time.Sleep(50 * time.Millisecond) // miniredis has no blocked-client count
-		}
+		<-inLine
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
