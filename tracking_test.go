@@ -568,11 +568,11 @@ func TestOutageIsNotALoss(t *testing.T) {
 		t.Fatalf("500 ms into an outage the 30 s hold has ended: %v", err)
 	}
 	s.Restart()
-	time.Sleep(2 * time.Second) // the tracker connects again (it backs off up to 1 s)
+	waitReader(t, admin)                      // the tracker connects again (it backs off up to 1 s)
+	waitGets(t, admin, map[string]int64{}, 1) // and reads the key again: the restarted server counts from 0
 	if err := holder.Err(); err != nil {
 		t.Fatalf("after the restart the hold has ended: %v (key %q, our id %q)", err, admin.Get(ctx, holder.Key()).Val(), holder.ID())
 	}
-	waitReader(t, admin)
 	delNoticed(t, admin, holder, time.Second, "after the restart")
 }
 
