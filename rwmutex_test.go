@@ -906,7 +906,7 @@ func TestRWMutexBusySharedClientLetsTheWriterIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	shared := s.Client()
-	const n = 4
+	const n = 8 // enough that the shared queue never empties while they loop
 	var (
 		in      atomic.Int64
 		started sync.WaitGroup
