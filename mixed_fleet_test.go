@@ -471,7 +471,9 @@ func TestShortSignalExpireNoFalseTurn(t *testing.T) {
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(40 * time.Millisecond) // the signal expired, no one took it
+		within(t, time.Second, "the signal expires, no one took it", func() bool {
+			return s.Client().Exists(ctx, "lock-signal:job").Val() == 0
+		})
 		if err := b.TryAcquire(ctx); err != nil {
 			t.Fatalf("TryAcquire() of a free lock no one waits for = %v", err)
 		}
