@@ -328,41 +328,22 @@ func BenchmarkContended(b *testing.B) {
 // try, then BLPOP with a plain SET NX pipelined behind it on a connection
 // of its own, the release script.
 func contendedBare(b *testing.B, s *redistest.Server) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const workers = 8
 	keys := []string{"lock:bare", "lock-signal:bare", "lock-signal:bare:turn"}
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var h handoffs
-	b.ResetTimer()
-	defer reportCPU(b)()
-	var wg sync.WaitGroup
-	for i := range workers {
+	var workers []contender
+	for i := range 8 {
 		c, wc := s.Client(), s.Client(func(o *redis.Options) { o.PoolSize = 1 })
 		id := fmt.Sprintf("bare-%d", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			handedOff := false
-			for left.Add(-1) >= 0 {
-				if err := bareAcquire(ctx, c, wc, keys, id, handedOff); err != nil {
-					b.Error(err)
-					return
-				}
-				h.acquired(i)
-				h.releasing(i)
+		handedOff := false
+		workers = append(workers, contender{
+			acquire: func(ctx context.Context) error { return bareAcquire(ctx, c, wc, keys, id, handedOff) },
+			release: func(ctx context.Context) error {
 				n, err := wire.Release.Run(ctx, c, keys, id, "1000", "100").Int64()
-				if err != nil {
-					b.Error(err)
-					return
-				}
 				handedOff = n == 3 // as core.handedOff: wait first
-			}
-		}()
+				return err
+			},
+		})
 	}
-	wg.Wait()
-	h.report(b)
+	contendedLoop(b, workers)
 }
 
 func bareAcquire(ctx context.Context, c, wc *redis.Client, keys []string, id string, waitFirst bool) error {
@@ -384,32 +365,43 @@ func bareAcquire(ctx context.Context, c, wc *redis.Client, keys []string, id str
 }
 
 func contended(b *testing.B, s *redistest.Server, opts ...redislock.Option) {
-	// A context that can end, as callers' do: its waits can be given up.
+	var workers []contender
+	for range 8 {
+		l := mustNew(b, s.Client(), "bench", opts...)
+		workers = append(workers, contender{l.Acquire, l.Release})
+	}
+	contendedLoop(b, workers)
+}
+
+// contender is one worker of a contended benchmark: its acquire and its
+// release.
+type contender struct{ acquire, release func(context.Context) error }
+
+// contendedLoop runs the workers, each acquiring and releasing in a loop,
+// until b.N acquisitions are done, on a context that can end (as callers'
+// do: their waits can be given up), and reports the process's CPU and the
+// hand-offs' critical path.
+func contendedLoop(b *testing.B, workers []contender) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const workers = 8
-	locks := make([]*redislock.Lock, workers)
-	for i := range locks {
-		locks[i] = mustNew(b, s.Client(), "bench", opts...)
-	}
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var h handoffs
 	b.ResetTimer()
 	defer reportCPU(b)()
 	var wg sync.WaitGroup
-	for i, l := range locks {
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for left.Add(-1) >= 0 {
-				if err := l.Acquire(ctx); err != nil {
+				if err := w.acquire(ctx); err != nil {
 					b.Error(err)
 					return
 				}
 				h.acquired(i)
 				h.releasing(i)
-				if err := l.Release(ctx); err != nil {
+				if err := w.release(ctx); err != nil {
 					b.Error(err)
 					return
 				}

@@ -106,6 +106,22 @@ type holder struct {
 	TTL time.Duration
 }
 
+// take takes the write hold, or a read hold.
+func (r *rwParticipant) take(ctx context.Context, write bool) error {
+	if write {
+		return r.Lock(ctx)
+	}
+	return r.RLock(ctx)
+}
+
+// give gives back what take took.
+func (r *rwParticipant) give(ctx context.Context, write bool) error {
+	if write {
+		return r.Unlock(ctx)
+	}
+	return r.RUnlock(ctx)
+}
+
 // Info is the RWMutex's Status, as an rwInfo.
 func (r *rwParticipant) Info(ctx context.Context) (rwInfo, error) {
 	st, err := r.Status(ctx)
@@ -555,13 +571,7 @@ func (e *entryLog) enter(t *testing.T, ctx context.Context, who string, rw *rwPa
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		var err error
-		if write {
-			err = rw.Lock(ctx)
-		} else {
-			err = rw.RLock(ctx)
-		}
-		if err != nil {
+		if err := rw.take(ctx, write); err != nil {
 			t.Error(err)
 			return
 		}
@@ -569,12 +579,7 @@ func (e *entryLog) enter(t *testing.T, ctx context.Context, who string, rw *rwPa
 		e.entries = append(e.entries, entry{who, time.Now()})
 		e.mu.Unlock()
 		time.Sleep(hold) // the work under the hold
-		if write {
-			err = rw.Unlock(ctx)
-		} else {
-			err = rw.RUnlock(ctx)
-		}
-		if err != nil {
+		if err := rw.give(ctx, write); err != nil {
 			t.Error(err)
 		}
 	}()
