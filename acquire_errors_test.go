@@ -193,8 +193,7 @@ func TestMisuseIsRefused(t *testing.T) {
 // not an outage: a wait given up on a lock held there is told as busy.
 func TestBusyBehindASlowRedisIsBusy(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
 	p := proxyTo(t, s)
 	c := clientVia(t, p)

@@ -31,9 +31,7 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			t.Cleanup(func() { verifyNoLeaks(t, before) }) // runs last, after the server stops
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			opt := func(o *redis.Options) { o.ContextTimeoutEnabled = timeouts }
 			holder := mustNew(t, s.Client(), "job") // no expire: 2 s slices
 			mustAcquire(t, ctx, holder)
@@ -113,9 +111,7 @@ func TestCancelledWaitReturnsAtOnce(t *testing.T) {
 // lock never stays with the waiter that gave up.
 func TestCancelRacingReleaseLosesNoWakeUp(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	quitter := mustNew(t, s.Client(), "job")
 	second := mustNew(t, s.Client(), "job")
@@ -200,9 +196,7 @@ func gateWake(t *testing.T, s *redistest.Server) (*redis.Client, func()) {
 // signal is lost, and nothing is left taken for the waiter that gave up.
 func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job") // no expire: 2 s slices
 	mustAcquire(t, ctx, holder)
 	c := s.Client()
@@ -255,9 +249,7 @@ func TestCancelledWaitIsCutWhenItsWakeUpIsStuck(t *testing.T) {
 func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 	quick(t)
 	t.Run("its try took the lock", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
-		admin := s.Client()
+		s, ctx, admin := started(t)
 		holder := mustNew(t, s.Client(), "job") // no expire: a lock left taken stays so
 		mustAcquire(t, ctx, holder)
 		c, open := gateWake(t, s)
@@ -299,9 +291,7 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 	// released on the runtime's connections, which outlive the client.
 	for _, kind := range []string{"lock", "reader", "writer"} {
 		t.Run("its try took the "+kind+", then its client was closed", func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			c, open := gateWake(t, s)
 			defer open()
 			qctx, cancel := context.WithCancel(ctx)
@@ -362,9 +352,7 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 		})
 	}
 	t.Run("its BLPOP took the signal, its try failed", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
-		admin := s.Client()
+		s, ctx, admin := started(t)
 		holder := mustNew(t, s.Client(), "job")
 		mustAcquire(t, ctx, holder)
 		c, open := gateWake(t, s)
@@ -411,9 +399,7 @@ func TestAbandonedWaitHandsOnWhatItTook(t *testing.T) {
 // slept on with the lock free (8 of 150 runs in an outside review).
 func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client()
 	redislock.SetWaitCut(t, c, -1) // as gateWake: the held push is slow, not lost
 	var armed atomic.Bool
@@ -532,9 +518,7 @@ func TestAbandonedWaitOnASharedLaneGivesTheSignalBack(t *testing.T) {
 // too narrow to force from outside.)
 func TestContextWinsOverATryAnsweredAsItEnds(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
 	wctx, cancel := context.WithCancel(ctx)
@@ -637,8 +621,7 @@ func TestWaiterOnAClosedClientStopsWaiting(t *testing.T) {
 func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
 	t.Parallel()
 	t.Run("a writer", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
+		s, ctx, _ := started(t)
 		w1 := mustRWMutex(t, s.Client(), "cfg")
 		if err := w1.Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -662,8 +645,7 @@ func TestRWWaitersOnAClosedClientLeaveNoRegistration(t *testing.T) {
 		}
 	})
 	t.Run("admitted readers", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
+		s, ctx, _ := started(t)
 		w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
 		if err := w1.Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -721,9 +703,7 @@ func closingWaiter(t *testing.T, ctx context.Context, opts ...redislock.Option) 
 // up in a loop on one client: the writer stalled about 2 s, 4 times in
 // 10 s).
 func TestAbandonedReaderHandsTheAdmissionOn(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	w1, w2 := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
 	if err := w1.Lock(ctx); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // topLevel keeps the commands the lock sends, and EXISTS, which the
@@ -29,9 +28,7 @@ func topLevel(d map[string]int64) map[string]int64 {
 // acquire's script runs one EXISTS inside).
 func TestCommandsPerUncontendedCycle(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	// Warm up: the first EVALSHA of each script is NOSCRIPT, then EVAL.
 	mustAcquire(t, ctx, l)
@@ -63,9 +60,7 @@ func TestCommandsPerUncontendedCycle(t *testing.T) {
 // before the waiter does.
 func TestCommandsPerHandoff(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	for _, l := range []*redislock.Lock{a, b} { // load the scripts
@@ -111,9 +106,7 @@ func TestCommandsPerHandoff(t *testing.T) {
 // and an uncontended cycle is back to two commands, no BLPOP.
 func TestHandOffEndsWithTheContention(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	holder, waiter := a, b

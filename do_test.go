@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Do reports a loss that happened while fn ran even when fn ignored its
@@ -65,8 +64,7 @@ func errString(err error) string {
 // ErrNotAcquired).
 func TestDoAfterAResetReportsTheLossAlone(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 	err := l.Do(ctx, func(fctx context.Context) error {
 		if _, err := mustNew(t, s.Client(), "job").Reset(ctx); err != nil {

@@ -124,6 +124,14 @@ func long(t *testing.T, what string) {
 var quick = redistest.Quick
 
 // ctxT returns a context that ends with the test, or after 20 s.
+// started starts a redis-server for t (see redistest.Start) and returns
+// it, t's context (ctxT) and a client of the server's.
+func started(t testing.TB) (*redistest.Server, context.Context, *redis.Client) {
+	t.Helper()
+	s := redistest.Start(t)
+	return s, ctxT(t), s.Client()
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Extend(ctx, 0) resets the key to the Lock's own expire, as
@@ -52,9 +51,7 @@ func TestExtendZeroUsesOwnExpire(t *testing.T) {
 // follows, so the hold outlives the expire without a renewal.
 func TestRenewalKeepsLongerExtend(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client()
 	var extends atomic.Int32 // extend scripts answered
 	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Holders that crashed leave their entries in a Semaphore's or an
@@ -72,9 +71,7 @@ func acquireIn(t *testing.T, ctx context.Context, sem *redislock.Semaphore) <-ch
 // permit they held: a waiter blocked while the semaphore was full gets in
 // at once, not at the end of its slice.
 func TestSemaphoreAcquireWakesForCrashedHolders(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	far := serverMS(t, ctx, admin) + time.Hour.Milliseconds()
 	// Size 2, both permits held by crashed processes (as their acquires
 	// left them: the holders and the size).
@@ -102,9 +99,7 @@ func TestSemaphoreAcquireWakesForCrashedHolders(t *testing.T) {
 // A release that also drops crashed holders wakes a waiter for each permit
 // freed, its own and theirs: two waiters both get in at once.
 func TestSemaphoreReleaseWakesForCrashedHolders(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustSemaphore(t, s.Client(), "pool", 2)
 	p, err := holder.Acquire(ctx)
 	if err != nil {
@@ -180,9 +175,7 @@ func TestRWMutexWriterDropsCrashedReaders(t *testing.T) {
 // registration's time: a slice and a second).
 func TestRWMutexAdmissionLapses(t *testing.T) {
 	t.Parallel() // 3 s of waiting on its own server
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	first := newRWMutex(t, s.Client(), "cfg")
 	if err := first.Lock(ctx); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // wokenWithin is how long a waiter blocked on a held Semaphore or RWMutex
@@ -24,8 +23,7 @@ const wokenWithin = 1500 * time.Millisecond
 // get in at once, not at the end of their slice.
 func TestResetWakesTheFamilysWaiters(t *testing.T) {
 	t.Run("semaphore", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
+		s, ctx, _ := started(t)
 		holder := mustSemaphore(t, s.Client(), "pool", 1)
 		if _, err := holder.Acquire(ctx); err != nil {
 			t.Fatal(err)
@@ -50,8 +48,7 @@ func TestResetWakesTheFamilysWaiters(t *testing.T) {
 		}
 	})
 	t.Run("rwmutex-writer", func(t *testing.T) {
-		s := redistest.Start(t)
-		ctx := ctxT(t)
+		s, ctx, _ := started(t)
 		reader := newRWMutex(t, s.Client(), "cfg")
 		if _, err := reader.RLock(ctx); err != nil {
 			t.Fatal(err)
@@ -81,9 +78,7 @@ func TestResetWakesTheFamilysWaiters(t *testing.T) {
 // waited leaves its registration (until it lapses), and readers wait
 // behind it; after a Reset a reader gets in at once.
 func TestRWMutexResetForgetsWaitingWriters(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	now, err := admin.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // The Semaphore and RWMutex with a client shared by their waiters, and the
@@ -21,8 +20,7 @@ import (
 // writer that waited on a client of its own; not one slice apart.
 func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	shared := s.Client()
 	w1 := mustRWMutex(t, s.Client(), "cfg")
 	if err := w1.Lock(ctx); err != nil {
@@ -66,8 +64,7 @@ func TestRWMutexReadersSharingAClientComeInTogether(t *testing.T) {
 // permits expire, not one slice apart.
 func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	h := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Second))
 	for range 2 {
 		if _, err := h.Acquire(ctx); err != nil {
@@ -102,8 +99,7 @@ func TestSemaphoreWaitersSharingAClientAfterExpiry(t *testing.T) {
 // A Lock that gave up leaves none either: readers come in at once.
 func TestRWMutexFailedTriesLeaveNothing(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	w1, w2, r := mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg"), mustRWMutex(t, s.Client(), "cfg")
 	if err := w1.Lock(ctx); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Tokens strictly increase from grant to grant, across holders and
@@ -95,8 +94,7 @@ func TestFencingTokensOutrunTheClock(t *testing.T) {
 // still larger. A plain INCR counter (the broken variant) restarts at 1.
 func TestFencingTokensSurviveRestart(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	l := mustNew(t, s.Client(func(o *redis.Options) { o.MaxRetries = 5 }), "job", redislock.WithFencing())
 	mustAcquire(t, ctx, l)
 	first := l.Token()
@@ -158,9 +156,7 @@ func TestLateHolderIsFenced(t *testing.T) {
 		{"broken/unguarded and unfenced", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
 			mustAcquire(t, ctx, old)
 			oldToken := old.Token()
@@ -208,9 +204,7 @@ func TestLateHolderIsFenced(t *testing.T) {
 // the owner check and EXEC.
 func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 	mustAcquire(t, ctx, l)
 	err := l.Guard(ctx, func(p redis.Pipeliner) error {

@@ -41,9 +41,7 @@ func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 		{"broken/no giveback", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			holder := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 			mustAcquire(t, ctx, holder)
 

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
@@ -690,8 +689,7 @@ func TestList(t *testing.T) {
 // still find exactly its locks.
 func TestNonUTF8Prefix(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	prefix := "x\xdf\xdf*:"
 	l := mustNew(t, c, "job", redislock.WithKeyPrefix(prefix))

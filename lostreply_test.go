@@ -188,9 +188,7 @@ func loseNextAcquire(t *testing.T, ctx context.Context, s *redistest.Server, gat
 // nothing but our own id.
 func TestGivebackSparesAnotherOwnersLock(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	owner := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
 	mustAcquire(t, ctx, owner)
 	_, hook := loseNextAcquire(t, ctx, s, false)
@@ -216,9 +214,7 @@ const givebackPending = 300 * time.Millisecond
 // giveback would delete the new hold's key.
 func TestAcquireWaitsForPendingGiveback(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l, hook := loseNextAcquire(t, ctx, s, true)
 	waitSignal(t, hook.arrived, "the giveback")
 	if got := admin.Get(ctx, "lock:job").Val(); got != l.ID() {
@@ -254,9 +250,7 @@ func TestAcquireWaitsForPendingGiveback(t *testing.T) {
 // giveback.
 func TestReleaseWaitsForPendingGiveback(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l, hook := loseNextAcquire(t, ctx, s, true)
 	waitSignal(t, hook.arrived, "the giveback")
 	res := make(chan error, 1)

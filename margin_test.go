@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // Done closes the safety margin before the key can expire: when it does,
@@ -23,9 +22,7 @@ func TestDoneFiresTheMarginBeforeTheKeyExpires(t *testing.T) {
 		{"broken/margin 0", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Second), redislock.WithSafetyMargin(tc.margin))
 			mustAcquire(t, ctx, l)
 			<-l.Done()
@@ -44,9 +41,7 @@ func TestDoneFiresTheMarginBeforeTheKeyExpires(t *testing.T) {
 // a large margin is never lost.
 func TestMarginWithRenewal(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	const expire, margin = 1200 * time.Millisecond, 500 * time.Millisecond
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithSafetyMargin(margin), redislock.WithTracking(false))
 	mustAcquire(t, ctx, l)
@@ -76,9 +71,7 @@ func TestMarginWithRenewal(t *testing.T) {
 // with ErrInvalidDuration, and nothing is sent.
 func TestExtendNotLongerThanTheMargin(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSafetyMargin(200*time.Millisecond))
 	mustAcquire(t, ctx, l)
 	before := admin.PTTL(ctx, "lock:job").Val()

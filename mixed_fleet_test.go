@@ -28,8 +28,7 @@ import (
 // its Release then deleted the key Python had extended.)
 func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	// The read starts half the margin before the local deadline, at most
 	// 50 ms: with the default margin (12 ms) that is 6 ms, and a loaded
 	// machine (CI, -race) can start the read too late to count. 300 ms
@@ -75,8 +74,7 @@ func TestSameIDExtendFromPythonKeepsTheHold(t *testing.T) {
 // at the local deadline ends the hold with the reason it saw.
 func TestDeadlineReadSeesTakeover(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	// A 300 ms margin gives the read its full 50 ms lead: with the
 	// default 12 ms margin it has 6 ms, and in CI it once came too late
 	// (the hold then ends at its deadline as ErrExpired, as without a read).
@@ -101,8 +99,7 @@ func TestDeadlineReadSeesTakeover(t *testing.T) {
 // by the holder's TTL).
 func TestPythonWaitersSleepThroughACrashedHoldersExpiry(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	crashed := s.Client()
 	if err := crashed.Set(ctx, "lock:job", "crashed", 500*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
@@ -132,8 +129,7 @@ func TestPythonWaitersSleepThroughACrashedHoldersExpiry(t *testing.T) {
 // reach Redis as UTF-8 text.
 func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	raw := string([]byte{0xff, 0x00, 0x01})
 	b64 := base64.StdEncoding.EncodeToString([]byte(raw))
 	if b64 != "/wAB" {
@@ -168,8 +164,7 @@ func TestNonUTF8IDsAcrossLanguages(t *testing.T) {
 // keeps milliseconds.
 func TestPythonExpireIsWholeSeconds(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	pythonExpire := 1.5
 	py := redistest.PyLock{C: s.Client(), Name: "py", ID: "p", Expire: int(pythonExpire)}
 	if !py.Acquire(ctx, false, 0) {
@@ -189,8 +184,7 @@ func TestPythonExpireIsWholeSeconds(t *testing.T) {
 // wakes its waiters.
 func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	py := redistest.PyLock{C: s.Client(), Name: "{job}", ID: "python-id", Expire: 10}
 	if !py.Acquire(ctx, false, 0) {
 		t.Fatal("python acquire failed")
@@ -218,8 +212,7 @@ func TestHashTaggedLockSharedWithPythonByName(t *testing.T) {
 // BLPOP slice.
 func TestPythonResetAllSignalsTheWrongListForAnotherPrefix(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	prefix := redislock.WithKeyPrefix("lock:app:")
 	holder := mustNew(t, s.Client(), "job", prefix, redislock.WithExpire(time.Minute))
 	mustAcquire(t, ctx, holder)
@@ -253,8 +246,7 @@ func TestPythonResetAllSignalsTheWrongListForAnotherPrefix(t *testing.T) {
 // review measured Go taking 79-82 % of the turns in a 4 + 4 fleet).
 func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	py := redistest.PyLock{C: s.Client(), Name: "job", ID: "python-id", Expire: 10}
 	const rounds = 30
@@ -319,8 +311,7 @@ func TestNoTurnWithoutWaiter(t *testing.T) {
 // BLPOP and its SET NX) holds up other acquires only for the turn's 100 ms.
 func TestAbandonedTurnEnds(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	mustAcquire(t, ctx, l)
 	popped := make(chan error, 1)
@@ -352,9 +343,7 @@ func TestAbandonedTurnEnds(t *testing.T) {
 // about the turn's 100 ms, not after a whole slice (2 s here).
 func TestWaitAfterHandOffEndsWithTheTurn(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second))
 	// b, then a, hold it: a took b's signal, so a's release is a hand-off.
@@ -420,8 +409,7 @@ func TestDeadlineReadKeepsTheMargin(t *testing.T) {
 // past what the later Extend set (1 s).
 func TestDeadlineReadOrderedWithExtend(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	sent, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -462,8 +450,7 @@ func TestDeadlineReadOrderedWithExtend(t *testing.T) {
 // 20 ms signal expire, TryAcquire of a free lock returned ErrLocked.)
 func TestShortSignalExpireNoFalseTurn(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	a := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSignalExpire(20*time.Millisecond))
 	b := mustNew(t, s.Client(), "job", redislock.WithExpire(10*time.Second), redislock.WithSignalExpire(20*time.Millisecond))
 	for range 5 {

@@ -206,8 +206,7 @@ func TestHolderKilled(t *testing.T) {
 		{"broken/no expire", "0s", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			holder, _ := startHolder(t, s.Addr, "job", tc.expire, false)
 			held := time.Now() // the holder acquired before this
 			holder.Process.Signal(syscall.SIGKILL)
@@ -237,9 +236,7 @@ func TestHolderPausedPastTTL(t *testing.T) {
 		{"broken/release without id check", "del", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			holder, out := startHolder(t, s.Addr, "job", "500ms", true, "W_RELEASE="+tc.release)
 			holder.Process.Signal(syscall.SIGSTOP)
 			paused := time.Now()
@@ -305,8 +302,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 		{"broken/no EVAL", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			mustAcquire(t, ctx, mustNew(t, s.Client(), "job", redislock.WithExpire(ttl)))
 			admin := s.Client()
 			var wg sync.WaitGroup
@@ -387,9 +383,7 @@ func TestRedisRestartWithWaiters(t *testing.T) {
 func TestTryAfterALostWaitHasTheCallersTime(t *testing.T) {
 	t.Parallel()
 	long(t, "restarts the server under waiters")
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	// Held by another owner until the test releases it.
 	if err := admin.Set(ctx, "lock:job", "other-owner", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -457,8 +451,7 @@ func (*slowTryHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // within 5 s.
 func TestRedisKilledWaitersFail(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	mustAcquire(t, ctx, mustNew(t, s.Client(), "job"))
 	admin := s.Client()
 	var wg sync.WaitGroup

@@ -8,16 +8,13 @@ import (
 	"time"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // 32 goroutines waiting for one lock through one client use one connection
 // between them (one BLPOP at a time), and all get the lock in turn.
 func TestLocalQueueSharesOneConnection(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
 	shared := s.Client()
@@ -78,9 +75,7 @@ func TestLocalQueueSharesOneConnection(t *testing.T) {
 // A queued waiter whose context ends leaves the queue; the head's leaving
 // hands the Redis wait to the next.
 func TestLocalQueueLeavers(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
 	shared := s.Client()
@@ -116,9 +111,7 @@ func TestLocalQueueLeavers(t *testing.T) {
 func TestQueuedWaiterWakesAtTheHoldersTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 1500 * time.Millisecond
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl))
 	start := time.Now()
 	mustAcquire(t, ctx, holder) // and never releases

@@ -316,9 +316,7 @@ func TestPendingGivebackWaitIsBoundedByContext(t *testing.T) {
 // not "Redis did not answer". The same for every primitive's release.
 func TestReleaseWithAnEndedContextIsSent(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	for _, how := range []string{"past its deadline", "cancelled"} {
 		t.Run(how, func(t *testing.T) {
 			l := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))

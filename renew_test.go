@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // renewers counts the auto-renewal goroutines that the calling goroutine
@@ -64,9 +63,7 @@ func TestAutoRenewalKeepsTheKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			quick(t)
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			opts := []redislock.Option{redislock.WithExpire(expire)}
 			if tc.renew {
 				opts = append(opts, redislock.WithAutoRenewal())
@@ -136,9 +133,7 @@ func TestLossIsReported(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			quick(t)
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			// Without tracking, which would notice the loss first: this is
 			// about what the renewal finds (tracking_test.go has the rest).
 			l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithTracking(false))
@@ -213,8 +208,7 @@ func TestServerKilledDuringRenewedHold(t *testing.T) {
 		{"broken/local deadline past the key's", 3 * expire, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			l := mustNew(t, s.Client(func(o *redis.Options) {
 				o.MaxRetries = -1
 				o.DialTimeout = 100 * time.Millisecond
@@ -285,8 +279,7 @@ func TestLocalDeadlineNotAfterTheKey(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			c := s.Client()
 			late := time.Duration(math.MaxInt64)
 			for i := range samples {
@@ -309,9 +302,7 @@ func TestRenewalOutlivesCallersContext(t *testing.T) {
 	// Each renewal has a third of the expire to be answered: 300 ms, which
 	// a loaded machine under -race meets (100 ms it did not, 1 run in 5).
 	const expire = 900 * time.Millisecond
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
 	actx, cancel := context.WithCancel(ctx)
 	mustAcquire(t, actx, l)
@@ -332,8 +323,7 @@ func TestRenewalOutlivesCallersContext(t *testing.T) {
 // Release returns only after the renewal goroutine has exited.
 func TestReleaseJoinsRenewal(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	for i := 0; i < 20; i++ {
 		// An expire the hold outlives between Acquire and Release on a
 		// loaded machine (30 ms did not, 1 run in 3 under -race and load).
@@ -373,9 +363,7 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			quick(t)
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			var kept *redislock.Lock
 			key := func() string {
 				l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
@@ -477,9 +465,7 @@ func TestMaxHold(t *testing.T) {
 	t.Parallel()
 	// 200 ms for each renewal to be answered, on a loaded machine.
 	const expire, maxHold = 600 * time.Millisecond, 1800 * time.Millisecond
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(expire), redislock.WithAutoRenewal(), redislock.WithMaxHold(maxHold))
 	start := time.Now()
 	mustAcquire(t, ctx, l)
@@ -503,9 +489,7 @@ func TestMaxHold(t *testing.T) {
 
 func TestDo(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(600*time.Millisecond), redislock.WithAutoRenewal())
 
 	// fn runs under the lock, which is released afterwards; fn's error is
@@ -587,8 +571,7 @@ func TestLockerCounter(t *testing.T) {
 		{"broken/no lock", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			data := s.Client()
 			shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
 			var wg sync.WaitGroup
@@ -628,8 +611,7 @@ func TestLockerCounter(t *testing.T) {
 
 func TestLockerUnlockPanics(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	l := mustNew(t, s.Client(), "job", redislock.WithExpire(5*time.Second))
 	mu := l.Locker()
 

@@ -169,8 +169,7 @@ func TestRWMutexLostFirstReplyLeavesNoGhost(t *testing.T) {
 		{"writer", (*rwParticipant).TryLock, (*rwParticipant).Lock, func(i rwInfo) int { return i.WaitingWriters }},
 	} {
 		t.Run(side.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			p := proxyTo(t, s)
 			c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1; o.ContextTimeoutEnabled = true })
 			w1 := mustRWMutex(t, s.Client(), "cfg")

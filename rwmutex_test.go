@@ -369,8 +369,7 @@ func TestRWMutexExcludes(t *testing.T) {
 		broken bool
 	}{{"rwmutex", false}, {"broken/writers read", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			probe := rwProbe{s.Client(), []string{"probe:r", "probe:w"}}
 
 			// Eight readers at once.
@@ -470,8 +469,7 @@ func TestRWMutexExcludes(t *testing.T) {
 // broken variant is the mutation rw-no-writer-preference.
 func TestRWMutexWriterNotStarved(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	const hold = 200 * time.Millisecond
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -616,8 +614,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 		wantFreed    bool
 	}{{"expiring", ttl.String(), true}, {"broken/read hold outlives its reader", "1h", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			live := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
 			if err := live.RLock(ctx); err != nil {
 				t.Fatal(err)

@@ -199,9 +199,7 @@ func (b keyState) changedSince(a keyState) string {
 // extend without the id check, are caught by the same check.
 func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	hook := newScriptHook(false)
 	c := s.Client()
 	c.AddHook(hook)
@@ -266,8 +264,7 @@ func TestOnlyTheOwnerChangesTheKey(t *testing.T) {
 // prefix matches it literally.
 func TestHostileNames(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	names := []string{`'`, `"`, `]]`, `*`, `?`, `[`, "a\nb", "nul\x00byte", `"]]) redis.call('FLUSHALL') --`, `\`, "[a-z]*"}
 	c.Set(ctx, "lock:a", "bystander", 0)
@@ -320,9 +317,7 @@ var trackingReader = regexp.MustCompile(`user=locker redir=[0-9]`)
 // A user limited to the lock's keys and commands can do everything.
 func TestACLUser(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	if err := admin.Do(ctx, toArgs(strings.Fields(aclLine))...).Err(); err != nil {
 		t.Fatalf("%s: %v", aclLine, err)
 	}

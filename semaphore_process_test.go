@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // runFamilyWorker runs the worker modes of the Semaphore's (and RWMutex's)
@@ -139,8 +138,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 		size int
 	}{{"size 3", 3}, {"broken/no semaphore", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			var cmds []*exec.Cmd
 			var outs []io.Reader
 			start := time.Now()
@@ -201,8 +199,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 		{"broken/permit outlives its holder", "1h", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			live := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Minute))
 			if _, err := live.Acquire(ctx); err != nil {
 				t.Fatal(err)
@@ -248,8 +245,7 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 		{"broken/permit put back", "zadd", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			holder, out := startSemHolder(t, s.Addr, "pool", "500ms", true, "W_RELEASE="+tc.release)
 			holder.Process.Signal(syscall.SIGSTOP)
 			paused := time.Now()
@@ -294,9 +290,7 @@ func TestSemaphoreReleaseWakesOnePerPermit(t *testing.T) {
 		broken bool
 	}{{"release", false}, {"broken/freed without a signal", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			var holders []*redislock.Permit
 			for range k {
 				h, err := mustSemaphore(t, s.Client(), "pool", k).Acquire(ctx)

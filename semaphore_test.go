@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
-	"github.com/go-redis-lock/redislock/internal/redistest"
 	"github.com/go-redis-lock/redislock/internal/wire"
 )
 
@@ -602,8 +601,7 @@ func (w *lockedBuilder) Write(p []byte) (int, error) {
 // permit known.
 func TestSemaphoreGivebackAfterTheLastReleaseWakes(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	sem := mustSemaphore(t, c, "pool", 2)
 	p, err := sem.Acquire(ctx)

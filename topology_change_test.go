@@ -367,8 +367,7 @@ func TestCheckCluster(t *testing.T) {
 // a replica that may evict, and clocks apart.
 func TestCheckReplicas(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	ack := redislock.WithReplicaAck(1, 100*time.Millisecond)
 	first := redistest.StartReplica(t, s)

@@ -233,8 +233,7 @@ func TestSentinelFailoverLossWindow(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	r, err := redislock.Check(ctx, c)
 	if err != nil || !r.OK() {

@@ -99,9 +99,7 @@ func percentiles(d []time.Duration) string {
 // logged, and quoted in the README.
 func TestLossNoticedAtOnce(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
 	for _, c := range lossCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,9 +141,7 @@ func TestLossNoticedAtOnceOnCluster(t *testing.T) {
 // its cause.
 func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
 	var took []time.Duration
 	for range 20 {
@@ -182,9 +178,7 @@ func TestDoContextCancelledAtOnceOnReset(t *testing.T) {
 // the key again: a DEL after them is still noticed at once.
 func TestOwnRenewalsAreNotLosses(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	t.Run("renewals", func(t *testing.T) {
 		// Twenty locks on one client, renewals 1.6 s apart: more than the
 		// second within which the tracker expects the invalidation of each
@@ -247,9 +241,7 @@ const aclNoTracking = "ACL SETUSER plain on >secret resetkeys ~lock:* ~lock-sign
 // warning of redis_lock.watch say so, once.
 func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	if err := admin.Do(ctx, toArgs(strings.Fields(aclNoTracking))...).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,9 +294,7 @@ func TestTrackingRefusedFallsBackToRenewal(t *testing.T) {
 // after: after the last Release none is left (goleak), and the next hold
 // reuses its two connections instead of opening new ones.
 func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	before := goleak.IgnoreCurrent()
 	c := s.Client()
 	a := mustNew(t, c, "a", redislock.WithExpire(time.Minute))
@@ -349,8 +339,7 @@ func TestTrackerRunsOnlyWhileWatching(t *testing.T) {
 // ErrReleased, every time.
 func TestReleaseIsNotTakenForALoss(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		err := next(ctx, cmd)
@@ -415,9 +404,7 @@ func TestDeadReaderIsReplaced(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			c := s.Client(func(o *redis.Options) { o.Dialer = tc.dialer })
 			holder := mustNew(t, c, "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
 			mustAcquire(t, ctx, holder)
@@ -438,9 +425,7 @@ func TestDeadReaderIsReplaced(t *testing.T) {
 // timeout, a CLIENT KILL) went unseen until the next ping, a minute away.
 func TestReaderIdlePastItsReadDeadlineIsStillWatched(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client(func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond })
 	holder := mustNew(t, c, "job", redislock.WithExpire(30*time.Second), redislock.WithAutoRenewal())
 	mustAcquire(t, ctx, holder)
@@ -501,8 +486,7 @@ func (c *slowReads) Read(b []byte) (int, error) {
 // ended as "taken over" while the key held its own id.)
 func TestQuickHandoverIsNotALoss(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	// The tracker's reads of A's id are slowed, nothing else. (The match
 	// used to be "$36", the length of a bare UUID: when default ids gained
 	// host and pid nothing matched, and the test could no longer fail.)
@@ -600,9 +584,7 @@ func waitReader(t *testing.T, admin *redis.Client) string {
 // such jobs left 601 connections for 30 s.)
 func TestClientPerJobLeavesFewConnections(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	clients := func() int { return len(strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n")) }
 	before := clients()
 	for i := range 50 {
@@ -639,9 +621,7 @@ func TestClientPerJobLeavesFewConnections(t *testing.T) {
 // per hold.)
 func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	received := func() int64 {
 		n, _ := strconv.ParseInt(infoField(t, admin, "stats", "total_connections_received"), 10, 64)
 		return n
@@ -689,9 +669,7 @@ func TestClientsTakingTurnsKeepTheirTrackers(t *testing.T) {
 // client made two new connections: 38 % of the process's CPU.)
 func TestContendingClientsKeepTheirTrackers(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	received := func() int64 {
 		n, _ := strconv.ParseInt(infoField(t, admin, "stats", "total_connections_received"), 10, 64)
 		return n
@@ -788,9 +766,7 @@ func TestReaderClosedByServerTimeoutIsReplaced(t *testing.T) {
 // Extend cost 23 GETs instead of about 2.)
 func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client()
 	base := commandStats(t, admin)
 	for i := range 20 {
@@ -822,8 +798,7 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 // with tracking on.)
 func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 	mustAcquire(t, ctx, l) // the tracker starts
@@ -858,8 +833,7 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 	// taken again then read at once, every cycle).
 	for _, other := range []bool{false, true} {
 		t.Run(fmt.Sprint("another hold watched: ", other), func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			c := s.Client()
 			if other {
 				mustAcquire(t, ctx, mustNew(t, c, "other", redislock.WithExpire(time.Minute)))
@@ -898,8 +872,7 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 // 20 ms (a timer firing every 2 ms cost a tenth more CPU per cycle on one
 // core in bench/'s uncontended loop).
 func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 	mustAcquire(t, ctx, l) // the tracker starts
@@ -936,9 +909,7 @@ func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
 // after that.
 func TestHoldTakenDuringChurnIsWatched(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client()
 	churn := mustNew(t, c, "churn", redislock.WithExpire(10*time.Second))
 	stop, done := make(chan struct{}), make(chan error, 1)

@@ -36,8 +36,7 @@ func fakeVersion(version string) commandHook {
 // newer ones.
 func TestCheckServerVersion(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	for _, tc := range []struct {
 		version string
 		ok      bool

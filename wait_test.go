@@ -62,9 +62,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			holder := mustNew(t, s.Client(), "job")
 			mustAcquire(t, ctx, holder)
 			waiter := mustNew(t, s.Client(), "job")
@@ -97,9 +95,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
 	quick(t)
 	const ttl = 500 * time.Millisecond
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
 	mustAcquire(t, ctx, holder)
 	waiter := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
@@ -139,8 +135,7 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 		{"waiter with a long expire", []redislock.Option{redislock.WithExpire(30 * time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			holder := mustNew(t, s.Client(), "job", redislock.WithExpire(ttl))
 			start := time.Now()
 			mustAcquire(t, ctx, holder)
@@ -170,9 +165,7 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 func TestLongWaitLeavesTheHoldItsExpire(t *testing.T) {
 	quick(t)
 	const expire = 600 * time.Millisecond
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job") // no expire: the waiter's slice is its own cap
 	mustAcquire(t, ctx, holder)
 	// The slice cap keeps the winning try recent: every BLPOP the waiter
@@ -240,9 +233,7 @@ func TestWaiterReloadsFlushedScripts(t *testing.T) {
 		{"semaphore", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			release, done := flushedScriptsWaiter(t, ctx, s, tc.sem, tc.opts)
 			waitBlocked(t, admin, 1)
 			if err := admin.ScriptFlush(ctx).Err(); err != nil {
@@ -292,9 +283,7 @@ func flushedScriptsWaiter(t *testing.T, ctx context.Context, s *redistest.Server
 
 func TestResetWakesWaiter(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
 	waiter := mustNew(t, s.Client(), "job")
@@ -315,9 +304,7 @@ func TestResetWakesWaiter(t *testing.T) {
 
 func TestResetAllWakesWaiters(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	names := []string{"a", "b", "c"}
 	var waits []<-chan acquired
 	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
@@ -340,8 +327,7 @@ func TestResetAllWakesWaiters(t *testing.T) {
 // python-redis-lock's unlock script does it wakes our waiter, and our
 // release wakes a waiter that BLPOPs the signal list as Python does.
 func TestPythonProtocolWakeUps(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	py := s.Client() // plays the Python process
 
 	// Python holds (SET NX EX, its acquire), we wait.
@@ -451,9 +437,7 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 		{"broken/no giveback", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
-			admin := s.Client()
+			s, ctx, admin := started(t)
 			holder := mustNew(t, s.Client(), "job")
 			mustAcquire(t, ctx, holder)
 
@@ -506,8 +490,7 @@ func TestLostWakeUpReplyIsGivenBack(t *testing.T) {
 // second BLPOP would pop another waiter's signal).
 func TestLostWakeUpReplyIsRetried(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	holder := mustNew(t, s.Client(), "job")
 	mustAcquire(t, ctx, holder)
 	c := s.Client()
@@ -549,8 +532,7 @@ func TestMutualExclusionCounter(t *testing.T) {
 		{"broken/unlocked", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			ctx := ctxT(t)
+			s, ctx, _ := started(t)
 			var wg sync.WaitGroup
 			errs := make(chan error, workers)
 			start := make(chan struct{})
@@ -636,8 +618,7 @@ func TestHoldAfterTimedOutWaitIsNotBornLost(t *testing.T) {
 // could lose.
 func TestWokenWaiterWithReplicaAckIsAcknowledged(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	holder := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
 	mustAcquire(t, ctx, holder)
 	waiter := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second), redislock.WithReplicaAck(1, 100*time.Millisecond))

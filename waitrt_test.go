@@ -463,8 +463,7 @@ func TestWaitsIgnoreThePoolCaps(t *testing.T) {
 // would hide a timer that closes the runtime from its first wait.)
 func TestWaitRuntimeInUseDoesNotWindDown(t *testing.T) {
 	quick(t)
-	s := redistest.Start(t)
-	ctx := ctxT(t)
+	s, ctx, _ := started(t)
 	admin, c := s.Client(), s.Client()
 	const idle = 400 * time.Millisecond
 	redislock.SetRuntimeIdle(t, c, idle)

@@ -269,9 +269,7 @@ type wrappedConn struct{ net.Conn }
 // ping, a minute or two later.)
 func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
 	t.Parallel()
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	c := s.Client(func(o *redis.Options) {
 		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -393,9 +391,7 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 func TestBlackholedSubscriberIsReplaced(t *testing.T) {
 	t.Parallel()
 	long(t, "blackholes the key watch")
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	p := proxyTo(t, s)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()}) // not clientVia: mustNew turns the watch off on those
 	t.Cleanup(func() { c.Close() })
@@ -634,9 +630,7 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 // connection" to go-redis's log (the user's) every time. The watch still
 // reconnects and sees a takeover after each.
 func TestWatchReconnectsWithoutGoRedisLogs(t *testing.T) {
-	s := redistest.Start(t)
-	ctx := ctxT(t)
-	admin := s.Client()
+	s, ctx, admin := started(t)
 	logs := captureGoRedisLog(t)
 	for _, tc := range []struct {
 		name string
