@@ -14,8 +14,7 @@ import (
 // context and returned nil.
 func TestDoReportsLossFnIgnored(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(100*time.Millisecond))
 		err := l.Do(ctx, func(context.Context) error {
 			<-l.Done() // the expire runs out; fn carries on and returns nil

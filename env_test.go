@@ -59,11 +59,12 @@ func frozenMiniBackend(t *testing.T) *backend {
 	}}
 }
 
-// onBoth runs fn as a subtest on a real redis-server and on miniredis.
-func onBoth(t *testing.T, fn func(t *testing.T, b *backend)) {
+// onBoth runs fn as a subtest on a real redis-server and on miniredis,
+// with the subtest's context (ctxT).
+func onBoth(t *testing.T, fn func(t *testing.T, ctx context.Context, b *backend)) {
 	t.Helper()
-	t.Run("redis-server", func(t *testing.T) { fn(t, realBackend(t)) })
-	t.Run("miniredis", func(t *testing.T) { fn(t, miniBackend(t)) })
+	t.Run("redis-server", func(t *testing.T) { fn(t, ctxT(t), realBackend(t)) })
+	t.Run("miniredis", func(t *testing.T) { fn(t, ctxT(t), miniBackend(t)) })
 }
 
 // mustNew is redislock.New that fails the test on error.

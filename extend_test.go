@@ -17,8 +17,7 @@ import (
 // expire it is an argument error and sends nothing.
 func TestExtendZeroUsesOwnExpire(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		admin := b.client()
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(10*time.Second))
 		mustAcquire(t, ctx, l)

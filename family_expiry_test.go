@@ -127,8 +127,7 @@ func TestSemaphoreReleaseWakesForCrashedHolders(t *testing.T) {
 // (30 s to go) it waits out its slice in one BLPOP, not in 2 ms slices
 // timed by the crashed reader's past expiry.
 func TestRWMutexWriterDropsCrashedReaders(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		now, err := c.Time(ctx).Result()
 		if err != nil {

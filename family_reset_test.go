@@ -109,8 +109,7 @@ func TestRWMutexResetForgetsWaitingWriters(t *testing.T) {
 // with its Unlock: it says ErrNotAcquired and the new writer keeps the
 // write hold.
 func TestRWMutexUnlockAfterResetSparesTheNewWriter(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		old, next := newRWMutex(t, b.client(), "cfg"), newRWMutex(t, b.client(), "cfg")
 		if err := old.Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -137,8 +136,7 @@ func TestRWMutexUnlockAfterResetSparesTheNewWriter(t *testing.T) {
 // List gives the holders of one name in the order of their owner ids, so
 // that two listings of the same holders read the same.
 func TestListSortsHoldersByOwner(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		const n = 8
 		sem := mustSemaphore(t, b.client(), "pool", n)
 		for range n {
@@ -159,8 +157,7 @@ func TestListSortsHoldersByOwner(t *testing.T) {
 // A Semaphore's size key expires with its last holder: once every holder
 // has gone (crashed, expired untouched), another size is accepted.
 func TestSemaphoreSizeKeyExpiresWithItsHolders(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		sem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(time.Minute))
 		if _, err := sem.Acquire(ctx); err != nil {
@@ -177,8 +174,7 @@ func TestSemaphoreSizeKeyExpiresWithItsHolders(t *testing.T) {
 // ahead of the clock (a clock stepped back, a restored fence key), as the
 // Lock's does: tokens only grow.
 func TestSemaphoreFencingTokensOutrunTheClock(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		const ahead = int64(1) << 52 // microseconds: in the year 2112, and exact in Lua's doubles
 		if err := c.Set(ctx, "lock-sem-fence:{pool}", ahead, 0).Err(); err != nil {

@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,8 +17,7 @@ import (
 // clients: 1,000 grants from four clients, recorded in grant order.
 func TestFencingTokensIncrease(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		const clients, grants = 4, 250
 		var (
 			mu     sync.Mutex
@@ -67,8 +67,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 // back to the clock.
 func TestFencingTokensOutrunTheClock(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		const ahead = int64(1) << 52 // microseconds: in the year 2112, and exact in Lua's doubles
 		if err := c.Set(ctx, "lock-fence:job", ahead, 0).Err(); err != nil {
@@ -230,8 +229,7 @@ func TestGuardAbortsWhenTheKeyChanges(t *testing.T) {
 // python-redis-lock's keys, and with fencing those keys are unchanged.
 func TestFencingKeepsPythonKeys(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		plain := mustNew(t, c, "plain", redislock.WithExpire(time.Minute))
 		mustAcquire(t, ctx, plain)

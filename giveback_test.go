@@ -133,8 +133,7 @@ func (h *unsent) awaitGiveback(t *testing.T) {
 // (the mutation "giveback-unanswered-keeps-id") it deletes it.
 func TestLateGivebackSparesTheNextHold(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		admin := b.client()
 		c := b.client()
 		hook := &unsent{}

@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -17,8 +18,7 @@ import (
 // changing while ours ends in a bounded number of attempts.
 func TestGuardRetriesOwnTouches(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		admin := b.client()
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
 		mustAcquire(t, ctx, l)

@@ -18,8 +18,7 @@ import (
 
 func TestTryAcquireBusyThenFree(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		holder := mustNew(t, b.client(), "job")
 		other := mustNew(t, b.client(), "job")
 
@@ -43,8 +42,7 @@ func TestTryAcquireBusyThenFree(t *testing.T) {
 
 func TestAcquireContextEnds(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		holder := mustNew(t, b.client(), "job")
 		if err := holder.Acquire(ctx); err != nil {
 			t.Fatalf("holder.Acquire() = %v", err)
@@ -81,8 +79,7 @@ func TestAcquireContextEnds(t *testing.T) {
 
 func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		holder := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		other := mustNew(t, c, "job")
@@ -112,8 +109,7 @@ func TestReleaseByNonOwnerChangesNothing(t *testing.T) {
 
 func TestSharedIDExtendsAndReleases(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		first := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 		mustAcquire(t, ctx, first)
@@ -135,8 +131,7 @@ func TestSharedIDExtendsAndReleases(t *testing.T) {
 
 func TestAlreadyAcquired(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		a := mustNew(t, c, "job", redislock.WithID("worker-1"))
 		mustAcquire(t, ctx, a)
@@ -165,8 +160,7 @@ func TestAlreadyAcquired(t *testing.T) {
 // validity clock starts at the retry).
 func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		c.Set(ctx, l.Key(), l.ID(), time.Second) // as if a first try had run unseen
@@ -184,8 +178,7 @@ func TestOwnRandomIDInKeyCountsAsAcquired(t *testing.T) {
 
 func TestExtend(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 
 		// Sub-second expires work in acquire and extend.
@@ -242,8 +235,7 @@ func TestExtend(t *testing.T) {
 
 func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job")
 		if ok, err := l.Locked(ctx); ok || err != nil {
@@ -271,8 +263,7 @@ func TestLockedOwnerIDAndStoredValue(t *testing.T) {
 
 func TestNonUTF8OwnerValue(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		const alien = "\xff\xfe\x00id"
 		c.Set(ctx, "lock:job", alien, 0)
@@ -304,8 +295,7 @@ func TestNonUTF8OwnerValue(t *testing.T) {
 // The keys and values are python-redis-lock's, byte for byte.
 func TestWireFormat(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "reports", redislock.WithExpire(5*time.Second), redislock.WithID("worker-7"),
 			redislock.WithSignalExpire(1500*time.Millisecond))
@@ -361,8 +351,7 @@ func TestWireFormat(t *testing.T) {
 // python-redis-lock do) excludes us, and theirs excludes ours.
 func TestForeignHolder(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		if ok := c.SetNX(ctx, "_mayan_lock:doc-1", "mayan-worker", time.Minute).Val(); !ok {
 			t.Fatal("foreign SET NX failed")
@@ -390,8 +379,7 @@ func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
 	quick(t)
 	for _, key := range []string{"lock-signal:job", "lock-signal:job:turn"} {
 		t.Run(key, func(t *testing.T) {
-			onBoth(t, func(t *testing.T, b *backend) {
-				ctx := ctxT(t)
+			onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 				c := b.client()
 				l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 				mustAcquire(t, ctx, l)
@@ -417,8 +405,7 @@ func TestReleaseReplacesKeysOfAnotherType(t *testing.T) {
 
 func TestSignalListStaysSmallAndExpires(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithSignalExpire(50*time.Millisecond))
 		for i := 0; i < 20; i++ {
@@ -446,8 +433,7 @@ func TestSignalListStaysSmallAndExpires(t *testing.T) {
 
 func TestResetAndResetAll(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		var locks []*redislock.Lock
 		for _, name := range []string{"a", "b", "with space", "glob*[?]"} {
@@ -643,8 +629,7 @@ func TestReleaseAfterExpiry(t *testing.T) {
 
 func TestList(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		for _, name := range []string{"report:1", "report:2", "ocr[1]"} {
 			mustAcquire(t, ctx, mustNew(t, c, name, redislock.WithID("w-"+name), redislock.WithExpire(time.Minute)))
@@ -710,8 +695,7 @@ func TestNonUTF8Prefix(t *testing.T) {
 // Status of a Lock: no holder while it is free; its owner, for how
 // long, as List describes it, while held.
 func TestLockStatus(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
 		if st, err := l.Status(ctx); err != nil || len(st.Holders) != 0 {
 			t.Fatalf("Status() of a free lock = %+v, %v; want no holder", st, err)

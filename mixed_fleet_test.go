@@ -288,8 +288,7 @@ func TestWokenPythonWaiterGetsItsTurn(t *testing.T) {
 // once (the same process, or another).
 func TestNoTurnWithoutWaiter(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		a := mustNew(t, b.client(), "job", redislock.WithExpire(10*time.Second))
 		c := mustNew(t, b.client(), "job", redislock.WithExpire(10*time.Second))
 		for range 5 {

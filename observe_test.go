@@ -358,8 +358,7 @@ func (r *recorder) take() []recorded {
 // both backends.
 func TestObserverEvents(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		obs := &recorder{}
 		holder := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithFencing(), redislock.WithObserver(obs.observer()))
 		wc := b.client()

@@ -40,8 +40,7 @@ func holdReply(match func(redis.Cmder) bool) (hook commandHook, ran, release cha
 // back by a hook before it is sent, as a descheduled goroutine would be.
 func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		entered, proceed := make(chan struct{}), make(chan struct{})
 		var once sync.Once
@@ -75,8 +74,7 @@ func TestIdleReleaseKeepsOutConcurrentAcquire(t *testing.T) {
 // and the new hold still ends at its own 1 s expire, not 10 s later.
 func TestExtendReplyMovesOnlyItsHold(t *testing.T) {
 	t.Parallel()
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Second))
 		mustAcquire(t, ctx, l)

@@ -211,8 +211,7 @@ func failReleases(n *atomic.Int32) commandHook {
 // is sent all the same: see TestReleaseWithAnEndedContextIsSent.)
 func TestFailedReleaseCanBeRetried(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		admin := b.client()
 		c := b.client()
 		var fail atomic.Int32

@@ -204,8 +204,7 @@ func (r *rwParticipant) Extend(ctx context.Context, d time.Duration) error {
 // time; Info shows who holds and who waits; bad input is refused before
 // anything is written.
 func TestRWMutexBasics(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		r1, r2, w := mustRWMutex(t, c, "cfg"), mustRWMutex(t, c, "cfg"), mustRWMutex(t, c, "cfg")
 		if err := r1.RLock(ctx); err != nil {
@@ -522,8 +521,7 @@ func TestRWMutexWriterNotStarved(t *testing.T) {
 // the mutation rw-release-wakes-writer-first.
 func TestRWMutexWaitingReadersGoFirst(t *testing.T) {
 	t.Parallel()
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		w1 := mustRWMutex(t, b.client(), "cfg")
 		if err := w1.Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -646,8 +644,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 // renewing reader with a 300 ms expire stays for a second.
 func TestRWMutexReadersExpireOnTheirOwn(t *testing.T) {
 	t.Parallel()
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		long := mustRWMutex(t, c, "cfg", redislock.WithExpire(10*time.Second))
 		short := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond))
@@ -713,8 +710,7 @@ func TestRWMutexLockers(t *testing.T) {
 // gone and is lost, never puts it back; List and ResetAll see the RWMutex.
 func TestRWMutexReset(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		r := mustRWMutex(t, c, "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
 		if err := r.RLock(ctx); err != nil {
@@ -764,8 +760,7 @@ func TestRWMutexReset(t *testing.T) {
 // readers, and for the writer before it, of its own process too; never
 // a reader and a writer, or two writers, inside at once.
 func TestRWMutexSharedByGoroutines(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		rw, err := redislock.NewRWMutex(b.client(), "cfg")
 		if err != nil {
 			t.Fatal(err)

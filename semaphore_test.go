@@ -36,8 +36,7 @@ func mustSemaphore(t testing.TB, c redis.UniversalClient, name string, size int,
 // follow its own hold. One Semaphore value is shared by every caller.
 func TestSemaphoreBasics(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		sem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
 		var permits []*redislock.Permit
@@ -106,8 +105,7 @@ func TestSemaphoreBasics(t *testing.T) {
 // size, as golang.org/x/sync/semaphore does: never more than size inside
 // at once, and every goroutine gets in.
 func TestSemaphoreSharedByGoroutines(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		sem := mustSemaphore(t, b.client(), "pool", 3)
 		var inside, most, done atomic.Int32
 		var wg sync.WaitGroup
@@ -145,8 +143,7 @@ func TestSemaphoreSharedByGoroutines(t *testing.T) {
 // python-redis-lock's given id: a second Acquire while one holds returns
 // ErrAlreadyAcquired, sending nothing that takes.
 func TestSemaphoreWithIDHoldsOnce(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		sem := mustSemaphore(t, b.client(), "pool", 3, redislock.WithID("worker-7"))
 		p, err := sem.Acquire(ctx)
 		if err != nil || p.ID() != "worker-7" {
@@ -173,8 +170,7 @@ func TestSemaphoreWithIDHoldsOnce(t *testing.T) {
 // would end.
 func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		sem := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(30*time.Second))
 		holder, err := sem.Acquire(ctx)
@@ -209,8 +205,7 @@ func TestSemaphoreWaiterWokenByRelease(t *testing.T) {
 // holds, the next acquire sets the size.
 func TestSemaphoreSizeMismatch(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		two := mustSemaphore(t, c, "pool", 2)
 		three := mustSemaphore(t, c, "pool", 3)
@@ -298,8 +293,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 // local deadline; auto-renewal keeps a permit past its expire.
 func TestSemaphoreExtendAndRenewal(t *testing.T) {
 	t.Parallel()
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		s := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(time.Second))
 		p, err := s.Acquire(ctx)
@@ -343,8 +337,7 @@ func TestSemaphoreExtendAndRenewal(t *testing.T) {
 // hold is lost; a waiter gets in.
 func TestSemaphoreReset(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		hs := mustSemaphore(t, c, "pool", 1, redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
 		h, err := hs.Acquire(ctx)
@@ -394,8 +387,7 @@ func TestSemaphoreReset(t *testing.T) {
 // prefix alone.
 func TestSemaphoreListAndResetAll(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "pool", redislock.WithExpire(time.Minute))
 		if err := l.Acquire(ctx); err != nil {
@@ -454,8 +446,7 @@ func TestSemaphoreListAndResetAll(t *testing.T) {
 // needs.
 func TestSemaphoreSignalsStayBounded(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		const size = 5
 		sem := mustSemaphore(t, c, "pool", size, redislock.WithSignalExpire(time.Minute))
@@ -495,8 +486,7 @@ func TestSemaphoreSignalsStayBounded(t *testing.T) {
 // kept by it.
 func TestSemaphoreHoldersExpireOnTheirOwn(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		longSem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(10*time.Second))
 		shortSem := mustSemaphore(t, c, "pool", 2, redislock.WithExpire(300*time.Millisecond))

@@ -19,8 +19,7 @@ import (
 // lost keeps the turn until its Release, so that Release can never free
 // another goroutine's hold.
 func TestSharedLockIsAMutex(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
 
 		// Three goroutines, 20 turns each: every Acquire succeeds, and
@@ -118,8 +117,7 @@ func TestSharedLockIsAMutex(t *testing.T) {
 // Do runs finds it busy, even after that Do's hold was lost; once the
 // Do has returned (releasing its turn), TryDo runs.
 func TestSharedLockDoTakesTurns(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute))
 		err := l.Do(ctx, func(context.Context) error {
 			b.client().Del(ctx, l.Key()) // the hold is lost (noticed at once on a real server, at the release on miniredis)

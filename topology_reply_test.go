@@ -57,8 +57,7 @@ func noRawTopology(t *testing.T, what string, err error) {
 // A release answered TRYAGAIN (its two keys during a slot migration) is
 // sent again until it runs, within its context.
 func TestReleaseRetriesTryAgain(t *testing.T) {
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		mustAcquire(t, ctx, l)
@@ -85,8 +84,7 @@ func TestReleaseRetriesTryAgain(t *testing.T) {
 // holds the id, and the next Release deletes it.
 func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
 		mustAcquire(t, ctx, l)
@@ -124,8 +122,7 @@ func TestRefusedReleaseIsNotReportedReleased(t *testing.T) {
 // migration meets TRYAGAIN: it is retried and ends in the lock's result.
 func TestFencedAcquireRetriesTryAgain(t *testing.T) {
 	quick(t)
-	onBoth(t, func(t *testing.T, b *backend) {
-		ctx := ctxT(t)
+	onBoth(t, func(t *testing.T, ctx context.Context, b *backend) {
 		c := b.client()
 		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute), redislock.WithFencing())
 		isFencedAcquire := func(cmd redis.Cmder) bool {
