@@ -18,10 +18,7 @@ import (
 // returns when the winning try was sent and the fencing token it got, or
 // why there was none.
 func (l *core) acquire(ctx context.Context, blocking bool) (time.Time, acquireResult, error) {
-	if err := ctx.Err(); err != nil { // nothing asked, nothing known: not ErrLocked
-		return time.Time{}, acquireResult{}, l.wrap(fmt.Errorf("acquire: %w", err))
-	}
-	a := &attempt{l: l, blocking: blocking}
+	a := &attempt{l: l, blocking: blocking} // ctx has not ended yet: see take
 	if blocking && l.reg.joinsFirst() {
 		a.t = wait.Join(l.client, l.keys[0]) // first: the try registers the queue's token
 	}
