@@ -197,14 +197,7 @@ func TestMultiProcessMutualExclusion(t *testing.T) {
 func TestHolderKilled(t *testing.T) {
 	t.Parallel()
 	long(t, "kills a holder process")
-	const ttl = time.Second
-	for _, tc := range []struct {
-		name, expire string
-		wantFreed    bool
-	}{
-		{"expiring", ttl.String(), true},
-		{"broken/no expire", "0s", false},
-	} {
+	for _, tc := range killCases("broken/no expire", "0s") {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ctx, _ := started(t)
 			holder, _ := startHolder(t, s.Addr, "job", tc.expire, false)
@@ -212,9 +205,9 @@ func TestHolderKilled(t *testing.T) {
 			holder.Process.Signal(syscall.SIGKILL)
 			holder.Wait()
 			waiter := mustNew(t, s.Client(), "job")
-			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, killedTTL+killedSlack+time.Second)
 			defer cancel()
-			killedHolderFreed(t, "the waiter's Acquire()", waiter.Acquire(wctx), held, ttl, tc.wantFreed)
+			killedHolderFreed(t, "the waiter's Acquire()", waiter.Acquire(wctx), held, tc.wantFreed)
 		})
 	}
 }
@@ -481,6 +474,22 @@ func TestRedisKilledWaitersFail(t *testing.T) {
 	}
 }
 
+// killCase is one variant of a killed-holder test: the holder's expire,
+// and whether its waiter must get in (the broken variant's must not).
+type killCase struct {
+	name, expire string
+	wantFreed    bool
+}
+
+// killedTTL is the expire of a holder the killed-holder tests kill.
+const killedTTL = time.Second
+
+// killCases are a killed-holder test's variants: a holder whose expire is
+// killedTTL, and the broken one, named broken, whose holder's is expire.
+func killCases(broken, expire string) []killCase {
+	return []killCase{{"expiring", killedTTL.String(), true}, {broken, expire, false}}
+}
+
 // killedSlack is how long past a killed holder's TTL its waiter may take
 // to get in: a generous bound on liveness (the expiry is seen on the
 // server's clock, and a waiter's slice ends at the holder's PTTL), far
@@ -488,11 +497,12 @@ func TestRedisKilledWaitersFail(t *testing.T) {
 const killedSlack = time.Second
 
 // killedHolderFreed fails t unless what, a waiter's call that returned
-// err, got in within the killed holder's ttl + killedSlack of held (when
+// err, got in within the killed holder's killedTTL + killedSlack of held (when
 // the holder had it) exactly when want: the broken variants' waiters must
 // still be waiting.
-func killedHolderFreed(t *testing.T, what string, err error, held time.Time, ttl time.Duration, want bool) {
+func killedHolderFreed(t *testing.T, what string, err error, held time.Time, want bool) {
 	t.Helper()
+	ttl := killedTTL
 	took := time.Since(held)
 	t.Logf("holder killed; %s returned after %v of its %v TTL: %v", what, took, ttl, err)
 	if freed := err == nil && took <= ttl+killedSlack; freed != want {

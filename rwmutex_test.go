@@ -606,11 +606,7 @@ func whoOf(entries []entry) []string {
 func TestRWMutexReaderKilled(t *testing.T) {
 	t.Parallel()
 	long(t, "kills a reader process")
-	const ttl = time.Second
-	for _, tc := range []struct {
-		name, expire string
-		wantFreed    bool
-	}{{"expiring", ttl.String(), true}, {"broken/read hold outlives its reader", "1h", false}} {
+	for _, tc := range killCases("broken/read hold outlives its reader", "1h") {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ctx, _ := started(t)
 			live := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(300*time.Millisecond), redislock.WithAutoRenewal())
@@ -621,7 +617,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 			held := time.Now()
 			w := mustRWMutex(t, s.Client(), "cfg")
 			got := make(chan error, 1)
-			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, killedTTL+killedSlack+time.Second)
 			defer cancel()
 			go func() { got <- w.Lock(wctx) }()
 			waitBlocked(t, s.Client(), 1)
@@ -631,7 +627,7 @@ func TestRWMutexReaderKilled(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			err := <-got
-			killedHolderFreed(t, "the writer's Lock()", err, held, ttl, tc.wantFreed)
+			killedHolderFreed(t, "the writer's Lock()", err, held, tc.wantFreed)
 			if err == nil {
 				w.Unlock(ctx)
 			}

@@ -190,14 +190,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 func TestSemaphoreHolderKilled(t *testing.T) {
 	t.Parallel()
 	long(t, "kills a holder process")
-	const ttl = time.Second
-	for _, tc := range []struct {
-		name, expire string
-		wantFreed    bool
-	}{
-		{"expiring", ttl.String(), true},
-		{"broken/permit outlives its holder", "1h", false},
-	} {
+	for _, tc := range killCases("broken/permit outlives its holder", "1h") {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ctx, _ := started(t)
 			live := mustSemaphore(t, s.Client(), "pool", 2, redislock.WithExpire(time.Minute))
@@ -208,7 +201,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			held := time.Now() // the holder acquired before this
 			waiter := mustSemaphore(t, s.Client(), "pool", 2)
 			got := make(chan error, 1)
-			wctx, cancel := context.WithTimeout(ctx, ttl+killedSlack+time.Second)
+			wctx, cancel := context.WithTimeout(ctx, killedTTL+killedSlack+time.Second)
 			defer cancel()
 			var wp *redislock.Permit
 			go func() {
@@ -220,7 +213,7 @@ func TestSemaphoreHolderKilled(t *testing.T) {
 			holder.Process.Signal(syscall.SIGKILL)
 			holder.Wait()
 			err := <-got
-			killedHolderFreed(t, "the waiter's Acquire()", err, held, ttl, tc.wantFreed)
+			killedHolderFreed(t, "the waiter's Acquire()", err, held, tc.wantFreed)
 			if err == nil {
 				wp.Release(ctx)
 			}
