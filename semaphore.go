@@ -154,7 +154,7 @@ func (ps *permits) take(ctx context.Context, side *core, blocking bool) (*Permit
 	p.core.init(side.client, side.name, ps.proto, c, ps.rt, side.keys, ps.fence, ps.extra)
 	p.turnMS = side.turnMS
 	p.cleanups, p.abandons = side.cleanups, side.abandons
-	h, err := p.run(ctx, blocking)
+	h, err := p.run(ctx, blocking, nil)
 	if err != nil {
 		return nil, nil, err
 	}

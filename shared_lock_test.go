@@ -193,6 +193,60 @@ func TestStrayReleaseNeverFailsAnAcquire(t *testing.T) {
 	}
 }
 
+// A hold that another goroutine's Release ends the moment it starts,
+// before the Acquire that took it has returned, gives the Lock's turn back
+// once: the Acquire returns, and the Lock goes on taking turns. (Found by
+// the soak, 1 run in 10: the Acquire read "no hold has the turn" after the
+// other goroutine had given it back, and gave it back a second time,
+// taking the token of a stray idle Release, which then waited for ever in
+// TestStrayReleaseNeverFailsAnAcquire.) The other Release is run from the
+// observer's AcquireEnd, which comes just before Acquire returns.
+func TestHoldReleasedAsItStartsGivesTheTurnBackOnce(t *testing.T) {
+	quick(t)
+	b := miniBackend(t)
+	ctx := ctxT(t)
+	var l *redislock.Lock
+	var once sync.Once
+	obs := &redislock.Observer{AcquireEnd: func(_ context.Context, e redislock.Event) {
+		if e.Err != nil {
+			return
+		}
+		once.Do(func() {
+			done := make(chan error, 1)
+			go func() { done <- l.Release(ctx) }()
+			if err := <-done; err != nil {
+				t.Errorf("the other goroutine's Release() = %v", err)
+			}
+		})
+	}}
+	l = mustNew(t, b.client(), "job", redislock.WithObserver(obs))
+	acquired := make(chan error, 1)
+	go func() { acquired <- l.Acquire(ctx) }()
+	select {
+	case err := <-acquired:
+		if err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire() did not return: it gave the turn back a second time, and waited for it")
+	}
+	// One turn, as before: a second goroutine's Acquire waits while the
+	// next hold is held, and goes ahead at its Release.
+	mustAcquire(t, ctx, l)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := l.Acquire(short); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("a second Acquire while held = %v, want ErrLocked at its deadline", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An observer that panics in AcquireEnd after a successful acquire leaves
 // the hold with its turn: another Acquire waits (ErrLocked at its
 // deadline), and the hold's Release returns and lets the next one in.
