@@ -131,16 +131,13 @@ func (l *core) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error)
 			return nil, l.wrap(fmt.Errorf("%w: waited behind another goroutine's hold through the same value: %w", ErrLocked, ctx.Err()))
 		}
 	}
-	var handed bool // the turn went with the hold run started
+	var handed bool // the turn went with the hold run started (set by run, in this goroutine)
 	defer func() {
 		// Failed, or an observer panicked: the turn is still ours unless
 		// the hold started, which then has it (and its first release gives
 		// it back, maybe another goroutine's Release before run returned:
 		// hence the flag, not a look at turnHold).
-		l.mu.Lock()
-		started := handed
-		l.mu.Unlock()
-		if !started {
+		if !handed {
 			<-l.turn
 		}
 	}()
@@ -150,8 +147,8 @@ func (l *core) runQueued(ctx context.Context, blocking bool) (*hold.Hold, error)
 // run moves the local state to acquiring, acquires, and starts the hold,
 // which it returns. A hold that was lost counts as over (a Lock's Acquire
 // waits for its local turn, which that hold's Release gives back). When
-// the turn goes with the hold, run sets *handed under l.mu (handed is nil
-// for a core that takes no turns).
+// the turn goes with the hold, run sets *handed (nil for a core that takes
+// no turns).
 func (l *core) run(ctx context.Context, blocking bool, handed *bool) (*hold.Hold, error) {
 	l.mu.Lock()
 	prev := l.hold

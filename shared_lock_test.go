@@ -220,24 +220,11 @@ func TestHoldReleasedAsItStartsGivesTheTurnBackOnce(t *testing.T) {
 		})
 	}}
 	l = mustNew(t, b.client(), "job", redislock.WithObserver(obs))
-	acquired := make(chan error, 1)
-	go func() { acquired <- l.Acquire(ctx) }()
-	select {
-	case err := <-acquired:
-		if err != nil {
-			t.Fatalf("Acquire() = %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Acquire() did not return: it gave the turn back a second time, and waited for it")
-	}
+	returnsNil(t, "Acquire() (it gave the turn back a second time, and waited for it)", func() error { return l.Acquire(ctx) })
 	// One turn, as before: a second goroutine's Acquire waits while the
 	// next hold is held, and goes ahead at its Release.
 	mustAcquire(t, ctx, l)
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if err := l.Acquire(short); !errors.Is(err, redislock.ErrLocked) {
-		t.Fatalf("a second Acquire while held = %v, want ErrLocked at its deadline", err)
-	}
+	secondAcquireWaits(t, ctx, l)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -267,22 +254,8 @@ func TestObserverPanicAfterAcquireKeepsTheTurnWithTheHold(t *testing.T) {
 	if l.Err() != nil {
 		t.Fatalf("Err() after the panic = %v, want nil (held)", l.Err())
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err := l.Acquire(short)
-	cancel()
-	if !errors.Is(err, redislock.ErrLocked) {
-		t.Fatalf("a second Acquire while held = %v, want ErrLocked at its deadline", err)
-	}
-	released := make(chan error, 1)
-	go func() { released <- l.Release(ctx) }()
-	select {
-	case err := <-released:
-		if err != nil {
-			t.Fatalf("Release() = %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Release() still blocked after 5 s")
-	}
+	secondAcquireWaits(t, ctx, l)
+	returnsNil(t, "Release()", func() error { return l.Release(ctx) })
 	mustAcquire(t, ctx, l)
 }
 
@@ -366,5 +339,32 @@ func TestDoWhoseHoldWasReleasedKeepsTheNextHoldersTurn(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("the second goroutine's Release = %v", err)
+	}
+}
+
+// secondAcquireWaits fails t unless an Acquire of l, held, waits its turn:
+// ErrLocked at the end of a 50 ms context.
+func secondAcquireWaits(t *testing.T, ctx context.Context, l *redislock.Lock) {
+	t.Helper()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := l.Acquire(short); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("a second Acquire while held = %v, want ErrLocked at its deadline", err)
+	}
+}
+
+// returnsNil fails t unless call, run in a goroutine of its own, returns
+// nil within 5 s; what names it.
+func returnsNil(t *testing.T, what string, call func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s = %v", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s still blocked after 5 s", what)
 	}
 }
