@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,4 +204,50 @@ func waiting(client redis.UniversalClient) <-chan struct{} {
 		return next(ctx, cmds)
 	}))
 	return ch
+}
+
+// blockedIn waits until a goroutine is parked (on a channel, a select, a
+// mutex) with fn as its innermost frame outside the runtime, as a
+// goroutine waiting for a *Lock's turn is in "(*core).runQueued"; it fails
+// t after 10 s. fn is matched against the frame's function name, without
+// the package path before the last "/".
+func blockedIn(t testing.TB, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := runtime.Stack(buf, true)
+		for n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			n = runtime.Stack(buf, true)
+		}
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if innermost(g) == fn {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine parked in %s after 10 s", fn)
+		}
+	}
+}
+
+// innermost returns the innermost frame outside the runtime of the
+// goroutine dump g (a header line, then a function line and a file line a
+// frame), without its arguments and package path; "" for a running one.
+func innermost(g string) string {
+	lines := strings.Split(g, "\n")
+	if len(lines) == 0 || strings.Contains(lines[0], "[running]") || strings.Contains(lines[0], "[runnable]") {
+		return ""
+	}
+	for i := 1; i < len(lines); i += 2 {
+		f := lines[i]
+		if i := strings.LastIndex(f, "("); i > 0 && strings.HasSuffix(f, ")") {
+			f = f[:i]
+		}
+		f = f[strings.LastIndex(f, "/")+1:]
+		if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "sync.") && !strings.HasPrefix(f, "internal/") {
+			return f
+		}
+	}
+	return ""
 }

@@ -428,7 +428,7 @@ func TestDeadlineReadOrderedWithExtend(t *testing.T) {
 	<-sent // the read, 50 ms before the deadline
 	extended := make(chan error, 1)
 	go func() { extended <- l.Extend(ctx, time.Second) }()
-	time.Sleep(20 * time.Millisecond) // the Extend is sent, or waits for the read
+	blockedIn(t, "hold.(*Hold).TakeExtending") // the Extend waits for the read
 	close(release)
 	if err := <-extended; err != nil {
 		t.Fatalf("Extend() = %v", err)

@@ -156,7 +156,7 @@ func TestLockerRetriesTheReleaseUnderItsTurn(t *testing.T) {
 	m.Lock()
 	got := make(chan struct{})
 	go func() { m.Lock(); close(got) }()
-	time.Sleep(20 * time.Millisecond) // B waits for the turn (or, broken, in Redis)
+	blockedIn(t, "redislock.(*core).runQueued") // B waits for the turn
 	m.Unlock()
 	select {
 	case <-got:

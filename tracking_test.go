@@ -511,10 +511,16 @@ func TestQuickHandoverIsNotALoss(t *testing.T) {
 		}
 	}()
 	for i := range 5 {
-		mustAcquire(t, ctx, a)
+		before := slowed.Load() // reads of A's id come only while it holds
 		id := []byte(a.ID())
 		match.Store(&id)
-		time.Sleep(5 * time.Millisecond) // the tracker's read of A's id is under way
+		mustAcquire(t, ctx, a)
+		for deadline := time.Now().Add(10 * time.Second); slowed.Load() == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // a read past armDelay at most churnWakeMax later
+				t.Fatalf("round %d: the tracker never read A's id in 10 s", i)
+			}
+		}
+		// The tracker's read of A's id is under way: its reply is held back.
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

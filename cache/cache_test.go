@@ -610,7 +610,11 @@ func TestCacheCorners(t *testing.T) {
 		if _, res, _ := a.GetOrCompute(ctx, "s", time.Minute, fn); res != cache.Stale {
 			t.Fatalf("= %v, want stale (a's refresh starts)", res)
 		}
-		time.Sleep(20 * time.Millisecond) // a's refresh holds the lock
+		for deadline := time.Now().Add(10 * time.Second); b.client().Exists(ctx, lockKey("s")).Val() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("a's refresh did not take the lock in 10 s")
+			}
+		}
 		start := time.Now()
 		for range 300 {
 			if _, res, err := other.GetOrCompute(ctx, "s", time.Minute, fn); err != nil || res != cache.Stale {
