@@ -323,11 +323,20 @@ func (l *core) tryAgain(ctx context.Context, moving bool, res acquireResult, err
 // errClosedWhileWaiting ends a wait whose client the caller closed.
 var errClosedWhileWaiting = fmt.Errorf("redislock: the client was closed while waiting: %w", redis.ErrClosed)
 
-// clientClosed reports whether the caller closed client. go-redis refuses
-// a command on a closed client before anything else, and one whose context
-// has ended before it takes a connection: this probe sends nothing (a hook
-// on the client sees a PING fail with context.Canceled).
+// clientClosed reports whether the caller closed client. A closed
+// *redis.Client's pool holds no connection (go-redis empties it, and
+// refuses new ones): one that holds some is open, which is read without a
+// command, so a waiter's rounds run nothing through the client's hooks (a
+// user's tracing hook would record each). Otherwise a probe: go-redis
+// refuses a command on a closed client before anything else, and one whose
+// context has ended before it takes a connection, so it sends nothing (a
+// hook on the client sees a PING fail with context.Canceled). A cluster
+// client's pool figures are not asked for: they may read the cluster's
+// state from the network.
 func clientClosed(client redis.UniversalClient) bool {
+	if c, ok := client.(*redis.Client); ok && c.PoolStats().TotalConns > 0 {
+		return false
+	}
 	return errors.Is(client.Ping(ended).Err(), redis.ErrClosed)
 }
 

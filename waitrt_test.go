@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +86,48 @@ func TestWaitingLeavesThePoolAlone(t *testing.T) {
 	}
 	if r := <-waitDone; r.err != nil {
 		t.Fatalf("the waiter: Acquire() = %v", r.err)
+	}
+}
+
+// A waiter's rounds send nothing through the hooks of the caller's
+// client (a user's tracing hook records every command it sees): its BLPOP
+// and the try behind it run on the library's own connections, and whether
+// the client was closed meanwhile is read from its pool, not probed with a
+// command (a PING with an ended context, seen by the hook as a failed
+// PING, once per round).
+func TestWaitSendsNothingThroughTheCallersHooks(t *testing.T) {
+	quick(t)
+	s, ctx, admin := started(t)
+	holder := mustNew(t, admin, "job")
+	mustAcquire(t, ctx, holder)
+	c := s.Client()
+	waiter := mustNew(t, c, "job", redislock.WithTracking(false))
+	if err := waiter.TryAcquire(ctx); !errors.Is(err, redislock.ErrLocked) {
+		t.Fatalf("TryAcquire() = %v, want ErrLocked", err) // the client has a connection now
+	}
+	var mu sync.Mutex
+	var seen []string
+	c.AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		mu.Lock()
+		seen = append(seen, cmd.Name())
+		mu.Unlock()
+		return next(ctx, cmd)
+	}))
+	got := acquireAsync(ctx, waiter)
+	waitBlocked(t, admin, 1)
+	mu.Lock()
+	seen = nil // the first try, sent on the client
+	mu.Unlock()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got); r.err != nil {
+		t.Fatalf("Acquire() = %v", r.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 0 {
+		t.Fatalf("the caller's hooks saw %q while the waiter waited and was woken; want nothing", seen)
 	}
 }
 
