@@ -293,41 +293,39 @@ func (r *recorder) add(fn string, e redislock.Event) {
 	r.mu.Unlock()
 }
 
+// start records a Start event and marks the context the call goes on
+// with; end records its End (or a Wakeup), which must come with that
+// context.
+func (r *recorder) start(ctx context.Context, fn, mark string, e redislock.Event) context.Context {
+	r.add(fn, e)
+	return context.WithValue(ctx, ctxMark{}, mark)
+}
+
+func (r *recorder) end(ctx context.Context, fn, mark string, e redislock.Event) {
+	if ctx.Value(ctxMark{}) != mark {
+		panic(fn + " without its Start's context")
+	}
+	r.add(fn, e)
+}
+
 func (r *recorder) AcquireStart(ctx context.Context, e redislock.Event) context.Context {
-	r.add("AcquireStart", e)
-	return context.WithValue(ctx, ctxMark{}, "acquire")
+	return r.start(ctx, "AcquireStart", "acquire", e)
 }
 func (r *recorder) AcquireEnd(ctx context.Context, e redislock.Event) {
-	if ctx.Value(ctxMark{}) != "acquire" {
-		panic("AcquireEnd without AcquireStart's context")
-	}
-	r.add("AcquireEnd", e)
+	r.end(ctx, "AcquireEnd", "acquire", e)
 }
-func (r *recorder) Wakeup(ctx context.Context, e redislock.Event) {
-	if ctx.Value(ctxMark{}) != "acquire" {
-		panic("Wakeup without AcquireStart's context")
-	}
-	r.add("Wakeup", e)
-}
+func (r *recorder) Wakeup(ctx context.Context, e redislock.Event) { r.end(ctx, "Wakeup", "acquire", e) }
 func (r *recorder) ReleaseStart(ctx context.Context, e redislock.Event) context.Context {
-	r.add("ReleaseStart", e)
-	return context.WithValue(ctx, ctxMark{}, "release")
+	return r.start(ctx, "ReleaseStart", "release", e)
 }
 func (r *recorder) ReleaseEnd(ctx context.Context, e redislock.Event) {
-	if ctx.Value(ctxMark{}) != "release" {
-		panic("ReleaseEnd without ReleaseStart's context")
-	}
-	r.add("ReleaseEnd", e)
+	r.end(ctx, "ReleaseEnd", "release", e)
 }
 func (r *recorder) ExtendStart(ctx context.Context, e redislock.Event) context.Context {
-	r.add("ExtendStart", e)
-	return context.WithValue(ctx, ctxMark{}, "extend")
+	return r.start(ctx, "ExtendStart", "extend", e)
 }
 func (r *recorder) ExtendEnd(ctx context.Context, e redislock.Event) {
-	if ctx.Value(ctxMark{}) != "extend" {
-		panic("ExtendEnd without ExtendStart's context")
-	}
-	r.add("ExtendEnd", e)
+	r.end(ctx, "ExtendEnd", "extend", e)
 }
 func (r *recorder) HoldEnd(e redislock.Event) { r.add("HoldEnd", e) }
 func (r *recorder) WatchRefused(e redislock.Event) {

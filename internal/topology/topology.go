@@ -312,11 +312,16 @@ func ClusterMasters(ctx context.Context, cluster *redis.ClusterClient) ([]*redis
 	return clients, dones, nil
 }
 
-// FailedPipeline gives the error of a pipeline that failed as a whole
-// (no connection: a dead node) to those of cmds left without a result,
-// which some go-redis v9 releases leave with neither value nor error.
+// FailedPipeline gives the error of a pipeline that failed as a whole to
+// those of cmds left without a result, which go-redis v9 leaves with
+// neither value nor error: no connection (a dead node), or a connection
+// whose set-up was refused with an error reply (maxclients reached, a
+// password rotated, an OnConnect that failed). A command answered has a
+// value or an error (a nil reply's is redis.Nil), so an error reply that
+// is one command's own changes nothing. (An unanswered plain SET NX read
+// as its OK: a waiter went on beside the holder.)
 func FailedPipeline(err error, cmds ...*redis.Cmd) {
-	if err == nil || IsReply(err) || errors.Is(err, redis.Nil) {
+	if err == nil || errors.Is(err, redis.Nil) {
 		return
 	}
 	for _, c := range cmds {

@@ -28,10 +28,13 @@ func (t *tracker) check(c *trackConns) error {
 	if c.rdNew.Swap(false) {
 		t.markAll() // a new connection of rd: keys read before are not tracked on it
 	}
-	if err != nil && !errors.Is(err, redis.Nil) && !topology.IsReply(err) {
-		// The connection failed: some go-redis v9 releases then leave
-		// the GETs without an error and with an empty value. Nothing was
-		// read; read it all again.
+	if err != nil && !errors.Is(err, redis.Nil) && (!topology.IsReply(err) || !answered(cmds, err)) {
+		// The connection failed, or its set-up was refused with an
+		// error reply (maxclients reached, a password rotated): the
+		// GETs were never sent, or their replies not read, and go-redis
+		// may leave them without an error and with an empty value,
+		// which would read as another owner's id. Nothing was read;
+		// read it all again.
 		t.requeue(keys)
 		return err
 	}
@@ -42,6 +45,18 @@ func (t *tracker) check(c *trackConns) error {
 		}
 	}
 	return failed
+}
+
+// answered reports whether the error reply err of a pipeline is one of
+// its commands' own (Exec returns the first): else the pipeline failed
+// before its commands were answered.
+func answered(cmds []*redis.StringCmd, err error) bool {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil && errors.Is(cmd.Err(), err) {
+			return true
+		}
+	}
+	return false
 }
 
 // dueKeys takes the keys to read now: every watched key after markAll,
