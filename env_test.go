@@ -213,14 +213,8 @@ func waiting(client redis.UniversalClient) <-chan struct{} {
 // the package path before the last "/".
 func blockedIn(t testing.TB, fn string) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		for _, g := range strings.Split(allStacks(), "\n\n") {
 			if innermost(g) == fn {
 				return
 			}
@@ -228,6 +222,18 @@ func blockedIn(t testing.TB, fn string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no goroutine parked in %s after 10 s", fn)
 		}
+	}
+}
+
+// allStacks returns the stacks of every goroutine (runtime.Stack's dump).
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 

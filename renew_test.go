@@ -23,14 +23,7 @@ import (
 func renewers() int {
 	buf := make([]byte, 64)
 	self, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
-	buf = make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "hold.(*Hold).StartRenewal in goroutine "+self+"\n")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	return strings.Count(allStacks(), "hold.(*Hold).StartRenewal in goroutine "+self+"\n")
 }
 
 // doneWithin waits for l.Done() to close, failing t after d; it returns
