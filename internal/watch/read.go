@@ -20,23 +20,17 @@ func (t *tracker) check(c *trackConns) error {
 	ctx, cancel := context.WithTimeout(context.Background(), trackerTimeout)
 	defer cancel()
 	pipe := c.rd.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
+	cmds := make([]*redis.Cmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.Get(ctx, k)
+		cmds[i] = pipe.Do(ctx, "GET", k)
 	}
 	_, err := pipe.Exec(ctx)
+	// A GET left unanswered (the connection failed, or its set-up was
+	// refused with an error reply) would read as an empty value: another
+	// owner's id. It gets the pipeline's error instead, and is read again.
+	topology.FailedPipeline(err, cmds...)
 	if c.rdNew.Swap(false) {
 		t.markAll() // a new connection of rd: keys read before are not tracked on it
-	}
-	if err != nil && !errors.Is(err, redis.Nil) && (!topology.IsReply(err) || !answered(cmds, err)) {
-		// The connection failed, or its set-up was refused with an
-		// error reply (maxclients reached, a password rotated): the
-		// GETs were never sent, or their replies not read, and go-redis
-		// may leave them without an error and with an empty value,
-		// which would read as another owner's id. Nothing was read;
-		// read it all again.
-		t.requeue(keys)
-		return err
 	}
 	var failed error
 	for i, key := range keys {
@@ -45,18 +39,6 @@ func (t *tracker) check(c *trackConns) error {
 		}
 	}
 	return failed
-}
-
-// answered reports whether the error reply err of a pipeline is one of
-// its commands' own (Exec returns the first): else the pipeline failed
-// before its commands were answered.
-func answered(cmds []*redis.StringCmd, err error) bool {
-	for _, cmd := range cmds {
-		if cmd.Err() != nil && errors.Is(cmd.Err(), err) {
-			return true
-		}
-	}
-	return false
 }
 
 // dueKeys takes the keys to read now: every watched key after markAll,
@@ -106,8 +88,8 @@ func (t *tracker) putOffLocked(key string, now time.Time) bool {
 
 // read judges the holds of key by what cmd read, and returns the error of
 // a read to do again after the backoff.
-func (t *tracker) read(key string, cmd *redis.StringCmd, upTo uint64) error {
-	v, err := cmd.Result()
+func (t *tracker) read(key string, cmd *redis.Cmd, upTo uint64) error {
+	v, err := cmd.Text()
 	missing := errors.Is(err, redis.Nil)
 	kind, _ := topology.Classify(err)
 	switch {
