@@ -239,9 +239,7 @@ func historyOf(t *testing.T, mk func(client *redis.Client) mutex) []porcupine.Op
 // test what it claims.
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("records and checks histories under faults")
-	}
+	long(t, "records and checks histories under faults")
 	for _, tc := range []struct {
 		name   string
 		broken bool

@@ -132,15 +132,7 @@ func startHolder(t *testing.T, addr, name, expire string, renew bool, env ...str
 // that, and returns the process and its remaining output.
 func startHeld(t *testing.T, cmd *exec.Cmd) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	br := bufio.NewReader(out)
+	br := redistest.StartProcess(t, cmd)
 	if line, err := br.ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("holder process said %q, %v", line, err)
 	}
@@ -237,14 +229,7 @@ func TestHolderPausedPastTTL(t *testing.T) {
 			next := mustNew(t, s.Client(), "job", redislock.WithExpire(30*time.Second))
 			mustAcquire(t, ctx, next)
 			t.Logf("holder paused; the next client acquired after %v (holder TTL 500ms)", time.Since(paused))
-			holder.Process.Signal(syscall.SIGCONT)
-			rest, _ := io.ReadAll(out)
-			holder.Wait()
-			report := string(rest)
-			t.Logf("holder after resuming: %q", report)
-			if !strings.Contains(report, "lost: ") || !strings.Contains(report, "lock lost") {
-				t.Fatalf("holder did not see its loss: %q", report)
-			}
+			report := resumedAfterLoss(t, holder, out)
 			if !tc.broken && (!strings.Contains(report, "release: ") || !strings.Contains(report, "not held by this owner")) {
 				t.Fatalf("holder's Release after the loss: %q, want ErrNotAcquired", report)
 			}
@@ -254,6 +239,21 @@ func TestHolderPausedPastTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resumedAfterLoss resumes a holder process paused past its TTL and
+// returns what it reported after, which must tell of its loss.
+func resumedAfterLoss(t *testing.T, holder *exec.Cmd, out io.Reader) string {
+	t.Helper()
+	holder.Process.Signal(syscall.SIGCONT)
+	rest, _ := io.ReadAll(out)
+	holder.Wait()
+	report := string(rest)
+	t.Logf("holder after resuming: %q", report)
+	if !strings.Contains(report, "lost: ") || !strings.Contains(report, "lock lost") {
+		t.Fatalf("holder did not see its loss: %q", report)
+	}
+	return report
 }
 
 // noEvalHook makes a client that cannot load scripts: EVAL is refused as

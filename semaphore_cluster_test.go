@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-redis-lock/redislock"
 	"github.com/go-redis-lock/redislock/internal/redistest"
 )
@@ -21,26 +23,14 @@ import (
 // (CROSSSLOT).
 func TestSemaphoreCluster(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
+	long(t, "starts a 3-node cluster")
 	cl := redistest.StartCluster(t, 3)
 	ctx := ctxT(t)
 	cc := cl.Client(t)
 	if _, err := redislock.NewSemaphore(cc, "a}b", 2); !errors.Is(err, redislock.ErrInvalidHashTag) {
 		t.Fatalf("NewSemaphore(cluster, \"a}b\") = %v, want ErrInvalidHashTag", err)
 	}
-	masters := map[string]bool{}
-	var names []string
-	for i := 0; len(masters) < 3; i++ {
-		name := fmt.Sprintf("pool-%d", i)
-		m, err := cc.MasterForKey(ctx, "lock-sem:{"+name+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		masters[m.Options().Addr] = true
-		names = append(names, name)
-	}
+	names := namesOnEveryMaster(t, ctx, cc, "pool")
 	for _, name := range names {
 		var holders []*redislock.Permit
 		sem := mustSemaphore(t, cc, name, 2, redislock.WithExpire(time.Minute), redislock.WithFencing())
@@ -111,23 +101,11 @@ func TestSemaphoreCluster(t *testing.T) {
 // of one name is in one slot.
 func TestRWMutexCluster(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
+	long(t, "starts a 3-node cluster")
 	cl := redistest.StartCluster(t, 3)
 	ctx := ctxT(t)
 	cc := cl.Client(t)
-	masters := map[string]bool{}
-	var names []string
-	for i := 0; len(masters) < 3; i++ {
-		name := fmt.Sprintf("cfg-%d", i)
-		m, err := cc.MasterForKey(ctx, "lock-rw:{"+name+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		masters[m.Options().Addr] = true
-		names = append(names, name)
-	}
+	names := namesOnEveryMaster(t, ctx, cc, "cfg")
 	for _, name := range names {
 		r1 := mustRWMutex(t, cc, name, redislock.WithFencing())
 		r2 := mustRWMutex(t, cl.Client(t), name, redislock.WithFencing())
@@ -204,4 +182,23 @@ func TestRWMutexCluster(t *testing.T) {
 		}
 	}
 	holder.Unlock(ctx)
+}
+
+// namesOnEveryMaster returns names base-0, base-1, ... until the locks
+// of those names (their keys' hash tag) are on every master of the
+// 3-master cluster of cc.
+func namesOnEveryMaster(t *testing.T, ctx context.Context, cc *redis.ClusterClient, base string) []string {
+	t.Helper()
+	masters := map[string]bool{}
+	var names []string
+	for i := 0; len(masters) < 3; i++ {
+		name := fmt.Sprintf("%s-%d", base, i)
+		m, err := cc.MasterForKey(ctx, "{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+		names = append(names, name)
+	}
+	return names
 }

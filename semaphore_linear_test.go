@@ -109,9 +109,7 @@ func (m *brokenSemaphore) release(ctx context.Context) error {
 // model; the broken semaphore's are not.
 func TestSemaphoreLinearizable(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("records and checks histories under faults")
-	}
+	long(t, "records and checks histories under faults")
 	for _, tc := range []struct {
 		name   string
 		broken bool

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-redis-lock/redislock"
+	"github.com/go-redis-lock/redislock/internal/redistest"
 )
 
 // runFamilyWorker runs the worker modes of the Semaphore's (and RWMutex's)
@@ -144,14 +145,7 @@ func TestSemaphoreMultiProcess(t *testing.T) {
 			start := time.Now()
 			for range procs {
 				cmd := worker(t, "semcounter", "W_ADDR="+s.Addr, "W_NAME=pool", "W_ROUNDS="+strconv.Itoa(rounds), "W_SIZE="+strconv.Itoa(tc.size))
-				out, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
+				cmds, outs = append(cmds, cmd), append(outs, redistest.StartProcess(t, cmd))
 			}
 			most := 0
 			for i, cmd := range cmds {
@@ -248,14 +242,7 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("holder paused; the next one acquired after %v (holder's permit: 500ms)", time.Since(paused))
-			holder.Process.Signal(syscall.SIGCONT)
-			rest, _ := io.ReadAll(out)
-			holder.Wait()
-			report := string(rest)
-			t.Logf("holder after resuming: %q", report)
-			if !strings.Contains(report, "lost: ") || !strings.Contains(report, "lock lost") {
-				t.Fatalf("holder did not see its loss: %q", report)
-			}
+			report := resumedAfterLoss(t, holder, out)
 			if !tc.broken && !strings.Contains(report, "not held by this owner") {
 				t.Fatalf("holder's Release after the loss: %q, want ErrNotAcquired", report)
 			}

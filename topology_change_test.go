@@ -56,9 +56,7 @@ func finishAfter(t *testing.T, m *redistest.Migration, d time.Duration) {
 
 func TestSlotMigration(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 6-node cluster")
-	}
+	long(t, "starts a 6-node cluster")
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	for _, mode := range ackModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -252,9 +250,7 @@ func migrateUnderListAndResetAll(t *testing.T, cl *redistest.Cluster, mode strin
 // then fails, as WithReplicaAck promises).
 func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 9-node cluster and fails a shard over")
-	}
+	long(t, "starts a 9-node cluster and fails a shard over")
 	cl := redistest.StartClusterWithReplicas(t, 3, 2)
 	ctx := ctxT(t)
 	const expire = 8 * time.Second
@@ -358,9 +354,7 @@ func TestShardFailoverKeepsAckedRenewingHold(t *testing.T) {
 // Check on a cluster reads every master and its replicas.
 func TestCheckCluster(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 6-node cluster")
-	}
+	long(t, "starts a 6-node cluster")
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	ctx := ctxT(t)
 	cc := cl.Client(t)
@@ -446,9 +440,7 @@ func findings(r redislock.Report, sev redislock.Severity, want map[string]string
 // Check names the master behind a Sentinel failover client by its address.
 func TestCheckNamesFailoverMaster(t *testing.T) {
 	quick(t)
-	if testing.Short() {
-		t.Skip("starts sentinels")
-	}
+	long(t, "starts sentinels")
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	ss := redistest.StartSentinels(t, primary, 1)
@@ -499,9 +491,7 @@ func sentCalls(t *testing.T, c *redis.Client, cmd string) int64 {
 // death), not at the next renewal (20 s away).
 func TestTrackingFollowsTheKey(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 6-node cluster")
-	}
+	long(t, "starts a 6-node cluster")
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	ctx := ctxT(t)
 	held := func(t *testing.T, name string) *redislock.Lock {
@@ -571,9 +561,7 @@ func waitWatched(t *testing.T, l *redislock.Lock) {
 // moved locks; Check missed an evicting policy there).
 func TestSlotMigrationToNewNode(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts an 8-node cluster")
-	}
+	long(t, "starts an 8-node cluster")
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	added := cl.AddMaster(t)
 	cl.AddReplica(t, added)
@@ -653,9 +641,7 @@ func TestSlotMigrationToNewNode(t *testing.T) {
 // review: with WithReplicaAck the waiter's Acquire failed with EOF).
 func TestManualFailoverUnderWaiter(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 6-node cluster")
-	}
+	long(t, "starts a 6-node cluster")
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	for _, mode := range ackModes {
 		t.Run(mode.name, func(t *testing.T) {

@@ -17,9 +17,7 @@ import (
 // hand-off, extend, fencing, List and ResetAll.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
+	long(t, "starts a 3-node cluster")
 	cl := redistest.StartCluster(t, 3)
 	ctx := ctxT(t)
 	cc := cl.Client(t)
@@ -143,9 +141,7 @@ func awaitFailover(t *testing.T, ss *redistest.Sentinels, want string) {
 // primary and a second client cannot take the lock.
 func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs a Sentinel failover")
-	}
+	long(t, "runs a Sentinel failover")
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ss := redistest.StartSentinels(t, primary, 3)
@@ -190,9 +186,7 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 // acquire is refused instead.
 func TestSentinelFailoverLossWindow(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs a Sentinel failover")
-	}
+	long(t, "runs a Sentinel failover")
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ss := redistest.StartSentinels(t, primary, 3)

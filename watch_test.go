@@ -312,9 +312,7 @@ func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
 // watch's 2 s timeout).
 func TestWatchFollowsASentinelFailover(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs Sentinel failovers")
-	}
+	long(t, "runs Sentinel failovers")
 	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
 		name     string
@@ -519,9 +517,7 @@ func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
 // now go through the caller's client, which go-redis moves at once.
 func TestWaiterFollowsASentinelFailover(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs Sentinel failovers")
-	}
+	long(t, "runs Sentinel failovers")
 	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
 		name     string
@@ -563,20 +559,11 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 			})
 			tc.fail(t, primary, ss)
 			awaitFailover(t, ss, replica.Addr)
-			// python-redis-lock's release, on the new master.
-			released := time.Now()
 			newMaster := replica.Client()
-			pipe := newMaster.TxPipeline()
-			pipe.Del(ctx, "lock:job")
-			pipe.LPush(ctx, "lock-signal:job", 1)
-			if _, err := pipe.Exec(ctx); err != nil {
-				t.Fatal(err)
+			took, err := releaseAsPython(t, ctx, newMaster, got)
+			if err != nil {
+				t.Fatalf("the waiter: Acquire() = %v", err)
 			}
-			r := receive(t, got)
-			if r.err != nil {
-				t.Fatalf("the waiter: Acquire() = %v", r.err)
-			}
-			took := r.at.Sub(released)
 			t.Logf("release on the new master -> waiter in: %v", took)
 			if took > 5*time.Second {
 				t.Errorf("the waiter came in %v after the release on the new master; want within a slice (2 s) and the try after it", took)
@@ -604,18 +591,10 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 					b, _ := waitingConns(t, newMaster)
 					return a+b >= 1
 				})
-				released := time.Now()
-				pipe := newMaster.TxPipeline()
-				pipe.Del(ctx, "lock:job")
-				pipe.LPush(ctx, "lock-signal:job", 1)
-				if _, err := pipe.Exec(ctx); err != nil {
-					t.Fatal(err)
+				took, err := releaseAsPython(t, ctx, newMaster, got)
+				if err != nil {
+					t.Fatalf("hand-off %d: Acquire() = %v", round, err)
 				}
-				r := receive(t, got)
-				if r.err != nil {
-					t.Fatalf("hand-off %d: Acquire() = %v", round, r.err)
-				}
-				took := r.at.Sub(released)
 				t.Logf("hand-off %d after the failover: %v", round, took)
 				if took > 1200*time.Millisecond {
 					t.Errorf("hand-off %d after the failover took %v; want its wait on the new master (a slice is 2 s)", round, took)
@@ -793,9 +772,7 @@ func TestWaitAndWatchOverTLS(t *testing.T) {
 // and the waiter held a lock that someone else held.
 func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
 	quick(t)
-	if testing.Short() {
-		t.Skip("runs a Sentinel failover")
-	}
+	long(t, "runs a Sentinel failover")
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	ss := redistest.StartSentinels(t, primary, 1)
@@ -827,18 +804,30 @@ func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
 	case <-time.After(2 * time.Second): // the runtime's failover check runs every 500 ms
 	}
 	newMaster := replica.Client()
-	pipe := newMaster.TxPipeline()
+	if _, err := releaseAsPython(t, ctx, newMaster, got); err != nil {
+		t.Fatalf("Acquire() after the release on the new master = %v", err)
+	}
+	if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
+		t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
+	}
+}
+
+// releaseAsPython frees lock:job on c with the effects of
+// python-redis-lock's release (the key deleted and a signal pushed, at
+// once: here in a MULTI, whatever the key held) and returns the
+// outcome of the waiter's Acquire behind got, and how long after the
+// release it came.
+func releaseAsPython(t *testing.T, ctx context.Context, c *redis.Client, got <-chan acquired) (time.Duration, error) {
+	t.Helper()
+	released := time.Now()
+	pipe := c.TxPipeline()
 	pipe.Del(ctx, "lock:job")
 	pipe.LPush(ctx, "lock-signal:job", 1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := receive(t, got); r.err != nil {
-		t.Fatalf("Acquire() after the release on the new master = %v", r.err)
-	}
-	if owner := newMaster.Get(ctx, "lock:job").Val(); owner != w.ID() {
-		t.Fatalf("the new master's lock:job = %q, want the waiter's id", owner)
-	}
+	r := receive(t, got)
+	return r.at.Sub(released), r.err
 }
 
 // retryingFailoverClient is failoverClient with go-redis's default

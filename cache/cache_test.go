@@ -1,7 +1,6 @@
 package cache_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -32,15 +31,7 @@ func TestCacheComputesOnceAcrossProcesses(t *testing.T) {
 	var cmds []*exec0
 	for range procs {
 		cmd := worker(t, "cache", "W_ADDR="+addr, "W_NAME=report", "W_GOROUTINES="+strconv.Itoa(goroutines))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		cmds = append(cmds, &exec0{cmd: cmd, out: bufio.NewReader(out)})
+		cmds = append(cmds, &exec0{cmd: cmd, out: redistest.StartProcess(t, cmd)})
 	}
 	results := map[string]int{}
 	var sents []int
@@ -426,15 +417,7 @@ func TestCacheStoppedComputerStoresNothing(t *testing.T) {
 	ctx := ctxT(t)
 	admin := b.client()
 	cmd := worker(t, "cachestop", "W_ADDR="+admin.Options().Addr, "W_NAME=doc")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	r := bufio.NewReader(out)
+	r := redistest.StartProcess(t, cmd)
 	if line, _ := r.ReadString('\n'); line != "computing\n" {
 		t.Fatalf("worker printed %q", line)
 	}

@@ -295,3 +295,19 @@ func Quick(t *testing.T) {
 		t.Parallel()
 	}
 }
+
+// StartProcess starts cmd with its standard output piped, and returns
+// that output; the process is killed and waited for when t ends, if it
+// has not exited by then.
+func StartProcess(t testing.TB, cmd *exec.Cmd) *bufio.Reader {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return bufio.NewReader(out)
+}
