@@ -46,6 +46,10 @@ func WaitQueues() int { return wait.Queues() }
 // QueuedWaiters returns how many waiters the local wait queues hold.
 func QueuedWaiters() int { return wait.Waiters() }
 
+// TrackerLingers reports whether a tracker of client has no hold and its
+// goroutine sleeps out its linger.
+func TrackerLingers(client redis.UniversalClient) bool { return watch.Count(client).Lingering > 0 }
+
 // TrackerWakeFires counts the firings of client's trackers' wake timers.
 func TrackerWakeFires(client redis.UniversalClient) int64 { return watch.Count(client).WakeFires }
 

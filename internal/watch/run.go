@@ -76,10 +76,11 @@ func (t *tracker) roundState() (c *trackConns, exit bool, emptySince time.Time) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || (len(t.holds) == 0 && (t.retire || time.Since(t.emptySince) >= runLinger)) {
-		t.running = false
+		t.running, t.lingering = false, false
 		return nil, true, time.Time{}
 	}
-	if len(t.holds) == 0 {
+	t.lingering = len(t.holds) == 0
+	if t.lingering {
 		return nil, false, t.emptySince
 	}
 	return t.conns, false, time.Time{}

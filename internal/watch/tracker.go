@@ -107,7 +107,11 @@ type tracker struct {
 	// emptySince is when the last hold ended, zero while holds are
 	// watched: run lingers runLinger after it, then exits.
 	emptySince time.Time
-	closed     bool // out of the registry: make a new one
+	// lingering: run's last round found no hold, and it sleeps out its
+	// linger (see round), which ends on its own timer. Holds that come
+	// and go before their keys' first read then wake nobody.
+	lingering bool
+	closed    bool // out of the registry: make a new one
 	retire     bool // close as soon as no hold is left (another tracker of the server is idle now)
 }
 
@@ -171,11 +175,28 @@ func (t *tracker) remove(key string, h *Watch) {
 		t.dropKeyLocked(key)
 	}
 	if len(t.holds) == 0 {
+		t.emptiedLocked()
+		if t.lingering {
+			// run sleeps out its linger already, counting from
+			// emptySince when it wakes; nothing is left for the wake
+			// timer (a worker whose holds end before their first read,
+			// each followed by a wait, set it twice a cycle: once for
+			// the first read, once to tell run it was idle).
+			t.stopWakeLocked()
+			return
+		}
 		// run lingers, then exits: it need not know at once (a hold taken
 		// again within armDelay keeps it busy without a wake-up).
-		t.emptiedLocked()
 		t.wakeByLocked(t.emptySince.Add(armDelay))
 	}
+}
+
+// stopWakeLocked stops the wake timer: nothing pending. t.mu is held.
+func (t *tracker) stopWakeLocked() {
+	if t.wake != nil {
+		t.wake.Stop()
+	}
+	t.wakeAt = time.Time{}
 }
 
 // dropKeyLocked forgets key, whose last hold is no longer watched: a
@@ -262,7 +283,7 @@ func (t *tracker) wakeFired() {
 // invalidation or a poke comes. t.mu is held.
 func (t *tracker) dueLocked(now time.Time) (due bool, next time.Time) {
 	if len(t.holds) == 0 {
-		if !t.running {
+		if !t.running || t.lingering {
 			return false, time.Time{}
 		}
 		at := t.emptySince.Add(armDelay)

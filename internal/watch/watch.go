@@ -237,6 +237,7 @@ func Probe(opt redis.Options) error {
 // loop (each after a wake-up), and firings of its wake timer.
 type Counters struct {
 	Pokes, Rounds, WakeFires int64
+	Lingering                int // trackers whose run sleeps out its linger
 }
 
 // Count returns the counters of client's trackers so far.
@@ -248,6 +249,11 @@ func Count(client redis.UniversalClient) Counters {
 			c.Pokes += t.pokes.Load()
 			c.Rounds += t.rounds.Load()
 			c.WakeFires += t.wakeFires.Load()
+			t.mu.Lock()
+			if t.lingering {
+				c.Lingering++
+			}
+			t.mu.Unlock()
 		}
 		return true
 	})
