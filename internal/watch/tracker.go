@@ -112,7 +112,7 @@ type tracker struct {
 	// and go before their keys' first read then wake nobody.
 	lingering bool
 	closed    bool // out of the registry: make a new one
-	retire     bool // close as soon as no hold is left (another tracker of the server is idle now)
+	retire    bool // close as soon as no hold is left (another tracker of the server is idle now)
 }
 
 type addResult int
