@@ -807,10 +807,7 @@ func TestTightLoopDoesNotWakeTheTrackerPerHold(t *testing.T) {
 	s, ctx, _ := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
-	mustAcquire(t, ctx, l) // the tracker starts
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	trackerStarted(t, ctx, l)
 	const cycles = 1000
 	before, start := redislock.TrackerPokes(c), time.Now()
 	tightLoop(t, ctx, l, cycles, nil)
@@ -885,10 +882,7 @@ func TestHoldsBetweenPausesLeaveTheTrackerAsleep(t *testing.T) {
 	s, ctx, _ := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
-	mustAcquire(t, ctx, l) // the tracker starts
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	trackerStarted(t, ctx, l)
 	within(t, 10*time.Second, "the tracker lingers", func() bool { return redislock.TrackerLingers(c) })
 	const cycles, pause, armDelay = 200, 5 * time.Millisecond, 2 * time.Millisecond
 	slow := 0
@@ -922,10 +916,7 @@ func TestHoldAfterShortOnesWhileLingeringIsWatched(t *testing.T) {
 	s, ctx, admin := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
-	mustAcquire(t, ctx, l) // the tracker starts
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	trackerStarted(t, ctx, l)
 	within(t, 10*time.Second, "the tracker lingers", func() bool { return redislock.TrackerLingers(c) })
 	tightLoop(t, ctx, l, 50, nil)
 	mustAcquire(t, ctx, l)
@@ -940,10 +931,7 @@ func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
 	s, ctx, _ := started(t)
 	c := s.Client()
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
-	mustAcquire(t, ctx, l) // the tracker starts
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	trackerStarted(t, ctx, l)
 	const cycles = 3000
 	var longest time.Duration // the longest pause seen
 	before, start := redislock.TrackerWakeFires(c), time.Now()
@@ -1034,6 +1022,16 @@ func tightLoop(t *testing.T, ctx context.Context, l *redislock.Lock, cycles int,
 		if each != nil {
 			each(i, began, time.Now())
 		}
+	}
+}
+
+// trackerStarted acquires and releases l, which starts the tracker of its
+// client; it lingers, idle, after.
+func trackerStarted(t *testing.T, ctx context.Context, l *redislock.Lock) {
+	t.Helper()
+	mustAcquire(t, ctx, l)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
