@@ -74,9 +74,11 @@ func BenchmarkSetNXDel(b *testing.B) {
 }
 
 // BenchmarkAcquireRelease measures the uncontended cycle, with and
-// without tracking, and (without tracking) with what observes it: a
-// logger that discards at INFO (its lines are built and dropped), and an
-// observer that does nothing (the cost of the hook calls themselves).
+// without tracking, with tracking beside another hold of the client (its
+// watch busy: the cycle's holds fire its wake timer, reported as
+// fires/op), and (without tracking) with what observes it: a logger that
+// discards at INFO (its lines are built and dropped), and an observer that
+// does nothing (the cost of the hook calls themselves).
 // redislockotel's BenchmarkAcquireReleaseOTel is the same cycle with the
 // OpenTelemetry observer.
 func BenchmarkAcquireRelease(b *testing.B) {
@@ -84,18 +86,32 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	discard := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	for _, c := range []struct {
-		name string
-		opts []redislock.Option
+		name   string
+		beside bool // another Lock of the client holds meanwhile
+		opts   []redislock.Option
 	}{
-		{"tracking=true", nil},
-		{"tracking=false", []redislock.Option{redislock.WithTracking(false)}},
-		{"tracking=false/logger=info", []redislock.Option{redislock.WithTracking(false), redislock.WithLogger(discard)}},
-		{"tracking=false/observer=nop", []redislock.Option{redislock.WithTracking(false), redislock.WithObserver(&redislock.Observer{})}},
+		{"tracking=true", false, nil},
+		{"tracking=true/beside-a-hold", true, nil},
+		{"tracking=false", false, []redislock.Option{redislock.WithTracking(false)}},
+		{"tracking=false/logger=info", false, []redislock.Option{redislock.WithTracking(false), redislock.WithLogger(discard)}},
+		{"tracking=false/observer=nop", false, []redislock.Option{redislock.WithTracking(false), redislock.WithObserver(&redislock.Observer{})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			l := mustNew(b, s.Client(), "bench", append([]redislock.Option{redislock.WithExpire(10 * time.Second)}, c.opts...)...)
+			client := s.Client()
+			l := mustNew(b, client, "bench", append([]redislock.Option{redislock.WithExpire(10 * time.Second)}, c.opts...)...)
+			if c.beside {
+				other := mustNew(b, client, "other", redislock.WithExpire(time.Minute))
+				if err := other.Acquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+				defer other.Release(ctx)
+			}
 			b.ReportAllocs()
 			defer reportCPU(b)()
+			fires := redislock.TrackerWakeFires(client)
+			defer func() {
+				b.ReportMetric(float64(redislock.TrackerWakeFires(client)-fires)/float64(b.N), "fires/op")
+			}()
 			for b.Loop() {
 				if err := l.Acquire(ctx); err != nil {
 					b.Fatal(err)

@@ -53,10 +53,6 @@ func TrackerLingers(client redis.UniversalClient) bool { return watch.Count(clie
 // TrackerWakeFires counts the firings of client's trackers' wake timers.
 func TrackerWakeFires(client redis.UniversalClient) int64 { return watch.Count(client).WakeFires }
 
-// TrackerChurnWake returns the wake timer's pause of client's trackers
-// (the longest, on a cluster): zero while holds do not come and go.
-func TrackerChurnWake(client redis.UniversalClient) time.Duration { return watch.ChurnWake(client) }
-
 // AddWaitHook adds hook to the connections that client's waits run on (see
 // internal/wait), as client.AddHook(hook) does to client's own: go-redis
 // hooks do not reach a client made from another's options. A test that

@@ -30,11 +30,6 @@ const (
 	// change of the key before the read is seen by the read itself.
 	armDelay = 2 * time.Millisecond
 
-	// churnWakeMax is the longest pause of the wake timer while holds
-	// come and go faster than armDelay (see wakeFired): a hold taken then
-	// that lasts is read this much later at most.
-	churnWakeMax = 20 * time.Millisecond
-
 	// idlePing is how long a tracker's connection may stay idle before it
 	// is pinged: the subscriber after so long without a message (three
 	// unanswered in a row count as a broken connection), the reader after
@@ -99,11 +94,6 @@ type tracker struct {
 	idle     *time.Timer // closes the connections after trackerIdle
 	wake     *time.Timer // pokes run at wakeAt when it has work by then (see wakeFired)
 	wakeAt   time.Time   // when wake fires; zero when it is not pending
-	// quietUntil is when the wake timer may fire next at the earliest,
-	// and churnWake the pause that set it (see wakeFired); zero when
-	// holds do not come and go.
-	quietUntil time.Time
-	churnWake  time.Duration
 	// emptySince is when the last hold ended, zero while holds are
 	// watched: run lingers runLinger after it, then exits.
 	emptySince time.Time
@@ -227,9 +217,6 @@ func (t *tracker) emptiedLocked() {
 // a poke: no goroutine runs until the timer fires, and one timer serves
 // every change until then. t.mu is held.
 func (t *tracker) wakeByLocked(at time.Time) {
-	if at.Before(t.quietUntil) {
-		at = t.quietUntil
-	}
 	if !t.wakeAt.IsZero() && !t.wakeAt.After(at) {
 		return
 	}
@@ -244,29 +231,17 @@ func (t *tracker) wakeByLocked(at time.Time) {
 
 // wakeFired is the wake timer's function: it pokes run when run has work
 // by now (see dueLocked), and otherwise sets the timer again for when it
-// will. In a tight acquire/release loop every hold ends before its key's
-// first read, and the tracker is never empty for long: the timer fires
-// once per armDelay, and run is not woken at all (a wake-up of run costs
-// its timers, a look at its sockets and a goroutine switch, often on the
-// other core).
+// will. In a tight acquire/release loop beside a hold that lasts, every
+// hold of the loop ends before its key's first read: the timer fires once
+// per armDelay at most, whatever the loop's rate, and run is not woken at
+// all (a wake-up of run costs its timers, a look at its sockets and a
+// goroutine switch, often on the other core).
 func (t *tracker) wakeFired() {
 	t.wakeFires.Add(1)
 	t.mu.Lock()
 	t.wakeAt = time.Time{}
-	now := time.Now()
-	due, next := t.dueLocked(now)
-	if due || next.IsZero() {
-		t.quietUntil, t.churnWake = time.Time{}, 0
-	} else {
-		// Nothing due: the holds the timer was set for ended before their
-		// first read, and younger ones took their place. While that goes
-		// on (a tight acquire/release loop), each such firing doubles the
-		// pause before the next, up to churnWakeMax: a timer that fires
-		// every armDelay costs this process a tenth more CPU per cycle on
-		// one core (bench/, section 1). A hold that lasts is then read up
-		// to churnWakeMax late, and the pause starts again from armDelay.
-		t.churnWake = min(max(2*t.churnWake, armDelay), churnWakeMax)
-		t.quietUntil = now.Add(t.churnWake)
+	due, next := t.dueLocked(time.Now())
+	if !due && !next.IsZero() {
 		t.wakeByLocked(next)
 	}
 	t.mu.Unlock()

@@ -259,20 +259,3 @@ func Count(client redis.UniversalClient) Counters {
 	})
 	return c
 }
-
-// ChurnWake returns the wake timer's pause of client's trackers (the
-// longest, on a cluster): zero while holds do not come and go (see
-// tracker.wakeFired). For the tests.
-func ChurnWake(client redis.UniversalClient) time.Duration {
-	var d time.Duration
-	registry.Range(registry.Tracker, func(k registry.Key, v any) bool {
-		if k.Client == client {
-			t := v.(*tracker)
-			t.mu.Lock()
-			d = max(d, t.churnWake)
-			t.mu.Unlock()
-		}
-		return true
-	})
-	return d
-}
