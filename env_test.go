@@ -125,7 +125,16 @@ func long(t *testing.T, what string) {
 // quick is redistest.Quick.
 var quick = redistest.Quick
 
-// ctxT returns a context that ends with the test, or after 20 s.
+// andBroken runs f as two subtests: name, the code as it is (broken
+// false), and "broken/"+broken, a variant with the bug the test is there
+// to catch (broken true), which must fail. A safety test keeps its broken
+// variant to show that it can fail.
+func andBroken(t *testing.T, name, broken string, f func(t *testing.T, broken bool)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { f(t, false) })
+	t.Run("broken/"+broken, func(t *testing.T) { f(t, true) })
+}
+
 // started starts a redis-server for t (see redistest.Start) and returns
 // it, t's context (ctxT) and a client of the server's.
 func started(t testing.TB) (*redistest.Server, context.Context, *redis.Client) {
@@ -134,6 +143,7 @@ func started(t testing.TB) (*redistest.Server, context.Context, *redis.Client) {
 	return s, ctxT(t), s.Client()
 }
 
+// ctxT returns a context that ends with the test, or after 20 s.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

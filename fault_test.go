@@ -109,54 +109,46 @@ func TestLostAcquireReplyIsRetried(t *testing.T) {
 // that was told it failed: the same check catches it.
 func TestLostAcquireReplyWithoutRetryIsGivenBack(t *testing.T) {
 	quick(t)
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"giveback", false},
-		{"broken/raw SET NX", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			p := proxyTo(t, s)
-			ctx := ctxT(t)
-			admin := s.Client()
-			cacheScripts(t, admin)
-			c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1 })
-			if err := c.Ping(ctx).Err(); err != nil {
-				t.Fatal(err)
+	andBroken(t, "giveback", "raw SET NX", func(t *testing.T, broken bool) {
+		s := redistest.Start(t)
+		p := proxyTo(t, s)
+		ctx := ctxT(t)
+		admin := s.Client()
+		cacheScripts(t, admin)
+		c := clientVia(t, p, func(o *redis.Options) { o.MaxRetries = -1 })
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
+		before := evalshaCalls(t, admin)
+		p.DropNextReply()
+		var err error
+		if broken {
+			err = c.SetNX(ctx, l.Key(), "raw-owner", time.Minute).Err()
+		} else {
+			err = l.TryAcquire(ctx)
+		}
+		if err == nil {
+			t.Fatal("acquire with its reply lost and no retry = nil, want an error")
+		}
+		if !broken {
+			// The giveback runs in the background; the next call on
+			// the Lock waits for it.
+			if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
+				t.Fatalf("Release() after the given-back acquire = %v, want ErrNotAcquired", err)
 			}
-			l := mustNew(t, c, "job", redislock.WithExpire(time.Minute))
-			before := evalshaCalls(t, admin)
-			p.DropNextReply()
-			var err error
-			if tc.broken {
-				err = c.SetNX(ctx, l.Key(), "raw-owner", time.Minute).Err()
-			} else {
-				err = l.TryAcquire(ctx)
+			// The lost acquire really ran (not a NOSCRIPT), once; then
+			// the giveback and the release. (Counted only now: the
+			// giveback may run before TryAcquire has returned.)
+			if n := evalshaCalls(t, admin) - before; n != 3 {
+				t.Fatalf("%d scripts ran, want 3: the acquire, its giveback, the release", n)
 			}
-			if err == nil {
-				t.Fatal("acquire with its reply lost and no retry = nil, want an error")
-			}
-			if !tc.broken {
-				// The giveback runs in the background; the next call on
-				// the Lock waits for it.
-				if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotAcquired) {
-					t.Fatalf("Release() after the given-back acquire = %v, want ErrNotAcquired", err)
-				}
-				// The lost acquire really ran (not a NOSCRIPT), once; then
-				// the giveback and the release. (Counted only now: the
-				// giveback may run before TryAcquire has returned.)
-				if n := evalshaCalls(t, admin) - before; n != 3 {
-					t.Fatalf("%d scripts ran, want 3: the acquire, its giveback, the release", n)
-				}
-			}
-			owner := admin.Get(ctx, "lock:job").Val()
-			if orphaned := owner != ""; orphaned != tc.broken {
-				t.Fatalf("lock:job = %q after an acquire that failed: orphaned = %v, want %v", owner, orphaned, tc.broken)
-			}
-		})
-	}
+		}
+		owner := admin.Get(ctx, "lock:job").Val()
+		if orphaned := owner != ""; orphaned != broken {
+			t.Fatalf("lock:job = %q after an acquire that failed: orphaned = %v, want %v", owner, orphaned, broken)
+		}
+	})
 }
 
 // During a blackhole a 300 ms deadline ends the wait within 600 ms with

@@ -147,56 +147,48 @@ func (s *fencedStore) write(token int64, v string) error {
 // overwritten.
 func TestLateHolderIsFenced(t *testing.T) {
 	quick(t)
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"guarded and fenced", false},
-		{"broken/unguarded and unfenced", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, admin := started(t)
-			old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-			mustAcquire(t, ctx, old)
-			oldToken := old.Token()
-			if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
-				t.Fatalf("Guard() while holding = %v", err)
-			}
+	andBroken(t, "guarded and fenced", "unguarded and unfenced", func(t *testing.T, broken bool) {
+		s, ctx, admin := started(t)
+		old := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+		mustAcquire(t, ctx, old)
+		oldToken := old.Token()
+		if err := old.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "old-1", 0).Err() }); err != nil {
+			t.Fatalf("Guard() while holding = %v", err)
+		}
 
-			admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
-			next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
-			mustAcquire(t, ctx, next)
-			if next.Token() <= oldToken {
-				t.Fatalf("new holder's token %d <= the old one %d", next.Token(), oldToken)
-			}
-			store := &fencedStore{unchecked: tc.broken}
-			if err := store.write(next.Token(), "next"); err != nil {
-				t.Fatal(err)
-			}
-			if err := next.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "next", 0).Err() }); err != nil {
-				t.Fatalf("new holder's Guard() = %v", err)
-			}
+		admin.Del(ctx, old.Key()) // the old holder's lock expires while it is paused
+		next := mustNew(t, s.Client(), "job", redislock.WithFencing(), redislock.WithExpire(time.Minute))
+		mustAcquire(t, ctx, next)
+		if next.Token() <= oldToken {
+			t.Fatalf("new holder's token %d <= the old one %d", next.Token(), oldToken)
+		}
+		store := &fencedStore{unchecked: broken}
+		if err := store.write(next.Token(), "next"); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Guard(ctx, func(p redis.Pipeliner) error { return p.Set(ctx, "data", "next", 0).Err() }); err != nil {
+			t.Fatalf("new holder's Guard() = %v", err)
+		}
 
-			// The old holder wakes up and writes late.
-			ran := false
-			late := func(p redis.Pipeliner) error { ran = true; return p.Set(ctx, "data", "old-2", 0).Err() }
-			var guardErr error
-			if tc.broken {
-				_, guardErr = admin.TxPipelined(ctx, late)
-			} else {
-				guardErr = old.Guard(ctx, late)
-			}
-			storeErr := store.write(oldToken, "old-2")
+		// The old holder wakes up and writes late.
+		ran := false
+		late := func(p redis.Pipeliner) error { ran = true; return p.Set(ctx, "data", "old-2", 0).Err() }
+		var guardErr error
+		if broken {
+			_, guardErr = admin.TxPipelined(ctx, late)
+		} else {
+			guardErr = old.Guard(ctx, late)
+		}
+		storeErr := store.write(oldToken, "old-2")
 
-			data := admin.Get(ctx, "data").Val()
-			t.Logf("late write: Guard %v (fn ran %v), store %v; data %q, store %q", guardErr, ran, storeErr, data, store.value)
-			refused := errors.Is(guardErr, redislock.ErrNotAcquired) && !ran && errors.Is(storeErr, errStaleToken)
-			intact := data == "next" && store.value == "next"
-			if refused != !tc.broken || intact != !tc.broken {
-				t.Fatalf("late write refused = %v and the new holder's data intact = %v; want %v", refused, intact, !tc.broken)
-			}
-		})
-	}
+		data := admin.Get(ctx, "data").Val()
+		t.Logf("late write: Guard %v (fn ran %v), store %v; data %q, store %q", guardErr, ran, storeErr, data, store.value)
+		refused := errors.Is(guardErr, redislock.ErrNotAcquired) && !ran && errors.Is(storeErr, errStaleToken)
+		intact := data == "next" && store.value == "next"
+		if refused != !broken || intact != !broken {
+			t.Fatalf("late write refused = %v and the new holder's data intact = %v; want %v", refused, intact, !broken)
+		}
+	})
 }
 
 // Guard's transaction is aborted when the key changes or expires between

@@ -33,62 +33,54 @@ var dropGiveback = commandHook(func(ctx context.Context, cmd redis.Cmder, next r
 // giveback (the broken variant) it sleeps on.
 func TestPoppedSignalIsGivenBackAfterErrorReply(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"giveback", false},
-		{"broken/no giveback", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, admin := started(t)
-			holder := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
-			mustAcquire(t, ctx, holder)
+	andBroken(t, "giveback", "no giveback", func(t *testing.T, broken bool) {
+		s, ctx, admin := started(t)
+		holder := mustNew(t, s.Client(), "job", redislock.WithExpire(time.Minute))
+		mustAcquire(t, ctx, holder)
 
-			wc := s.Client()
-			if tc.broken {
-				wc.AddHook(dropGiveback)
-			}
-			waiter := mustNew(t, wc, "job", redislock.WithExpire(time.Minute))
-			waiterDone := acquireAsync(ctx, waiter)
-			waitBlocked(t, admin, 1) // first in line: Redis serves BLPOP in FIFO order
+		wc := s.Client()
+		if broken {
+			wc.AddHook(dropGiveback)
+		}
+		waiter := mustNew(t, wc, "job", redislock.WithExpire(time.Minute))
+		waiterDone := acquireAsync(ctx, waiter)
+		waitBlocked(t, admin, 1) // first in line: Redis serves BLPOP in FIFO order
 
-			python := s.Client()
-			popped := make(chan error, 1)
-			go func() {
-				// python-redis-lock's blocking acquire waits with BLPOP
-				// signal <timeout>, in whole seconds; 2 s stands in for
-				// its "0" (forever).
-				_, err := python.BLPop(ctx, 2*time.Second, "lock-signal:job").Result()
-				popped <- err
-			}()
-			waitBlocked(t, admin, 2)
+		python := s.Client()
+		popped := make(chan error, 1)
+		go func() {
+			// python-redis-lock's blocking acquire waits with BLPOP
+			// signal <timeout>, in whole seconds; 2 s stands in for
+			// its "0" (forever).
+			_, err := python.BLPop(ctx, 2*time.Second, "lock-signal:job").Result()
+			popped <- err
+		}()
+		waitBlocked(t, admin, 2)
 
-			// Out of memory: SET (denyoom) is refused as a script's first
-			// write, so the waiter's try fails; the release, whose first
-			// write is a DEL, goes through.
-			if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { admin.ConfigSet(context.Background(), "maxmemory", "0") })
-			if err := holder.Release(ctx); err != nil {
-				t.Fatalf("Release() under OOM = %v", err)
-			}
-			if r := receive(t, waiterDone); r.err == nil || !strings.Contains(r.err.Error(), "OOM") {
-				t.Fatalf("waiter's Acquire() = %v, want the OOM reply", r.err)
-			}
-			start := time.Now()
-			err := <-popped
-			woken := err == nil
-			if woken == tc.broken {
-				t.Fatalf("python waiter's BLPOP = %v after %v; want woken = %v", err, time.Since(start), !tc.broken)
-			}
-			if woken && time.Since(start) > 2*time.Second {
-				t.Fatalf("python waiter woken only after %v", time.Since(start))
-			}
-			t.Logf("python waiter's BLPOP returned %v, %v after the Go waiter's OOM", err, time.Since(start))
-		})
-	}
+		// Out of memory: SET (denyoom) is refused as a script's first
+		// write, so the waiter's try fails; the release, whose first
+		// write is a DEL, goes through.
+		if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.ConfigSet(context.Background(), "maxmemory", "0") })
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("Release() under OOM = %v", err)
+		}
+		if r := receive(t, waiterDone); r.err == nil || !strings.Contains(r.err.Error(), "OOM") {
+			t.Fatalf("waiter's Acquire() = %v, want the OOM reply", r.err)
+		}
+		start := time.Now()
+		err := <-popped
+		woken := err == nil
+		if woken == broken {
+			t.Fatalf("python waiter's BLPOP = %v after %v; want woken = %v", err, time.Since(start), !broken)
+		}
+		if woken && time.Since(start) > 2*time.Second {
+			t.Fatalf("python waiter woken only after %v", time.Since(start))
+		}
+		t.Logf("python waiter's BLPOP returned %v, %v after the Go waiter's OOM", err, time.Since(start))
+	})
 }
 
 // unsent fails, without sending them, the next acquire script and, while

@@ -240,17 +240,9 @@ func historyOf(t *testing.T, mk func(client *redis.Client) mutex) []porcupine.Op
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
 	long(t, "records and checks histories under faults")
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"lock", false},
-		{"broken/release without id check", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			judge(t, mutexModel.ToModel(), history(t, tc.broken), tc.broken)
-		})
-	}
+	andBroken(t, "lock", "release without id check", func(t *testing.T, broken bool) {
+		judge(t, mutexModel.ToModel(), history(t, broken), broken)
+	})
 }
 
 // judge checks history h against model: a broken variant's must be judged

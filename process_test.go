@@ -287,83 +287,75 @@ func (noEvalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestRedisRestartWithWaiters(t *testing.T) {
 	quick(t)
 	const ttl, waiters = time.Second, 8
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"reloading", false},
-		{"broken/no EVAL", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, _ := started(t)
-			mustAcquire(t, ctx, mustNew(t, s.Client(), "job", redislock.WithExpire(ttl)))
-			admin := s.Client()
-			var wg sync.WaitGroup
-			type result struct {
-				err error
-				at  time.Time
+	andBroken(t, "reloading", "no EVAL", func(t *testing.T, broken bool) {
+		s, ctx, _ := started(t)
+		mustAcquire(t, ctx, mustNew(t, s.Client(), "job", redislock.WithExpire(ttl)))
+		admin := s.Client()
+		var wg sync.WaitGroup
+		type result struct {
+			err error
+			at  time.Time
+		}
+		results := make(chan result, waiters)
+		for i := 0; i < waiters; i++ {
+			// Enough retries to span the restart on a loaded machine
+			// (go-redis's default 3 give up after 30 to 170 ms), with
+			// their backoff capped at 100 ms (some 0.6 s for the 10):
+			// a waiter's try, sent as its BLPOP's connection drops, may
+			// connect in the instant the killed server still accepts,
+			// and go-redis v9.23 retries the handshake on that dead
+			// connection as often as MaxRetries says. With the default
+			// cap (512 ms) that alone took 3.8-4.6 s, once in some 15
+			// runs on a loaded machine.
+			c := s.Client(func(o *redis.Options) {
+				o.MaxRetries = 10
+				o.MaxRetryBackoff = 100 * time.Millisecond
+			})
+			if broken {
+				c.AddHook(noEvalHook{})
 			}
-			results := make(chan result, waiters)
-			for i := 0; i < waiters; i++ {
-				// Enough retries to span the restart on a loaded machine
-				// (go-redis's default 3 give up after 30 to 170 ms), with
-				// their backoff capped at 100 ms (some 0.6 s for the 10):
-				// a waiter's try, sent as its BLPOP's connection drops, may
-				// connect in the instant the killed server still accepts,
-				// and go-redis v9.23 retries the handshake on that dead
-				// connection as often as MaxRetries says. With the default
-				// cap (512 ms) that alone took 3.8-4.6 s, once in some 15
-				// runs on a loaded machine.
-				c := s.Client(func(o *redis.Options) {
-					o.MaxRetries = 10
-					o.MaxRetryBackoff = 100 * time.Millisecond
-				})
-				if tc.broken {
-					c.AddHook(noEvalHook{})
+			l := mustNew(t, c, "job")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				defer cancel()
+				err := l.Acquire(wctx)
+				if err == nil {
+					err = l.Release(ctx)
 				}
-				l := mustNew(t, c, "job")
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-					defer cancel()
-					err := l.Acquire(wctx)
-					if err == nil {
-						err = l.Release(ctx)
-					}
-					results <- result{err, time.Now()}
-				}()
+				results <- result{err, time.Now()}
+			}()
+		}
+		waitBlocked(t, admin, waiters)
+		s.Kill()
+		s.Restart()
+		restarted := time.Now()
+		wg.Wait()
+		close(results)
+		var last time.Time
+		var errs []error
+		for r := range results {
+			if r.at.After(last) {
+				last = r.at
 			}
-			waitBlocked(t, admin, waiters)
-			s.Kill()
-			s.Restart()
-			restarted := time.Now()
-			wg.Wait()
-			close(results)
-			var last time.Time
-			var errs []error
-			for r := range results {
-				if r.at.After(last) {
-					last = r.at
-				}
-				if r.err != nil {
-					errs = append(errs, r.err)
-				}
+			if r.err != nil {
+				errs = append(errs, r.err)
 			}
-			t.Logf("Redis restarted; %d of %d waiters got the lock, the last returned %v later; errors: %v",
-				waiters-len(errs), waiters, last.Sub(restarted), errs)
-			if all := len(errs) == 0; all == tc.broken {
-				t.Fatalf("%d of %d waiters got the lock after the restart, want all = %v", waiters-len(errs), waiters, !tc.broken)
-			}
-			// The bound is the working variant's: a waiter in the broken one
-			// fails at its first try, or, when that try meets the server
-			// still restarting, when its client gives up dialing (go-redis
-			// v9.23 took 2.9 s once, under load).
-			if !tc.broken && last.Sub(restarted) > ttl+time.Second {
-				t.Fatalf("last waiter returned %v after the restart, want within TTL + 1s", last.Sub(restarted))
-			}
-		})
-	}
+		}
+		t.Logf("Redis restarted; %d of %d waiters got the lock, the last returned %v later; errors: %v",
+			waiters-len(errs), waiters, last.Sub(restarted), errs)
+		if all := len(errs) == 0; all == broken {
+			t.Fatalf("%d of %d waiters got the lock after the restart, want all = %v", waiters-len(errs), waiters, !broken)
+		}
+		// The bound is the working variant's: a waiter in the broken one
+		// fails at its first try, or, when that try meets the server
+		// still restarting, when its client gives up dialing (go-redis
+		// v9.23 took 2.9 s once, under load).
+		if !broken && last.Sub(restarted) > ttl+time.Second {
+			t.Fatalf("last waiter returned %v after the restart, want within TTL + 1s", last.Sub(restarted))
+		}
+	})
 }
 
 // The try a waiter sends after its BLPOP's connection drops gets all the

@@ -556,50 +556,42 @@ func (noLock) Unlock() {}
 func TestLockerCounter(t *testing.T) {
 	quick(t)
 	const workers, rounds = 24, 10
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"locker", false},
-		{"broken/no lock", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, _ := started(t)
-			data := s.Client()
-			shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for w := 0; w < workers; w++ {
-				var mu sync.Locker
-				switch {
-				case tc.broken:
-					mu = noLock{}
-				case w%2 == 0:
-					mu = mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second)).Locker()
-				default:
-					mu = shared.Locker() // these take turns locally first
+	andBroken(t, "locker", "no lock", func(t *testing.T, broken bool) {
+		s, ctx, _ := started(t)
+		data := s.Client()
+		shared := mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := 0; w < workers; w++ {
+			var mu sync.Locker
+			switch {
+			case broken:
+				mu = noLock{}
+			case w%2 == 0:
+				mu = mustNew(t, s.Client(), "counter", redislock.WithExpire(5*time.Second)).Locker()
+			default:
+				mu = shared.Locker() // these take turns locally first
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < rounds; i++ {
+					mu.Lock()
+					n, _ := data.Get(ctx, "count").Int()
+					data.Set(ctx, "count", n+1, 0)
+					mu.Unlock()
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					for i := 0; i < rounds; i++ {
-						mu.Lock()
-						n, _ := data.Get(ctx, "count").Int()
-						data.Set(ctx, "count", n+1, 0)
-						mu.Unlock()
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			got, _ := data.Get(ctx, "count").Int()
-			t.Logf("counter = %d of %d", got, workers*rounds)
-			if (got == workers*rounds) == tc.broken {
-				t.Fatalf("counter = %d of %d; want no lost update = %v", got, workers*rounds, !tc.broken)
-			}
-		})
-	}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		got, _ := data.Get(ctx, "count").Int()
+		t.Logf("counter = %d of %d", got, workers*rounds)
+		if (got == workers*rounds) == broken {
+			t.Fatalf("counter = %d of %d; want no lost update = %v", got, workers*rounds, !broken)
+		}
+	})
 }
 
 func TestLockerUnlockPanics(t *testing.T) {

@@ -363,103 +363,98 @@ func (p rwProbe) leave(ctx context.Context, writer bool) {
 // others.
 func TestRWMutexExcludes(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{{"rwmutex", false}, {"broken/writers read", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, _ := started(t)
-			probe := rwProbe{s.Client(), []string{"probe:r", "probe:w"}}
+	andBroken(t, "rwmutex", "writers read", func(t *testing.T, broken bool) {
+		s, ctx, _ := started(t)
+		probe := rwProbe{s.Client(), []string{"probe:r", "probe:w"}}
 
-			// Eight readers at once.
-			var readers []*rwParticipant
-			for range 8 {
-				r := mustRWMutex(t, s.Client(), "cfg")
-				if err := r.RLock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				readers = append(readers, r)
+		// Eight readers at once.
+		var readers []*rwParticipant
+		for range 8 {
+			r := mustRWMutex(t, s.Client(), "cfg")
+			if err := r.RLock(ctx); err != nil {
+				t.Fatal(err)
 			}
-			most := int64(0)
-			for range readers {
-				n, _ := probe.enter(ctx, false)
-				most = max(most, n)
+			readers = append(readers, r)
+		}
+		most := int64(0)
+		for range readers {
+			n, _ := probe.enter(ctx, false)
+			most = max(most, n)
+		}
+		for _, r := range readers {
+			probe.leave(ctx, false)
+			if err := r.RUnlock(ctx); err != nil {
+				t.Fatal(err)
 			}
-			for _, r := range readers {
-				probe.leave(ctx, false)
-				if err := r.RUnlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if most != 8 {
-				t.Fatalf("%d readers inside together; want 8", most)
-			}
+		}
+		if most != 8 {
+			t.Fatalf("%d readers inside together; want 8", most)
+		}
 
-			// A mixed load: 6 readers, 2 writers, each on a client of its own.
-			var (
-				wg         sync.WaitGroup
-				overlaps   atomic.Int64
-				reads      atomic.Int64
-				writes     atomic.Int64
-				mostInside atomic.Int64
-			)
-			stop := time.Now().Add(2 * time.Second)
-			for i := range 8 {
-				writer := i < 2
-				rw := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(10*time.Second))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for time.Now().Before(stop) {
-						var err error
-						if writer && !tc.broken {
-							err = rw.Lock(ctx)
-						} else {
-							err = rw.RLock(ctx)
-						}
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						r, w := probe.enter(ctx, writer)
-						if writer && (w > 1 || r > 0) || !writer && w > 0 {
-							overlaps.Add(1)
-						}
-						if !writer {
-							for m := mostInside.Load(); r > m && !mostInside.CompareAndSwap(m, r); m = mostInside.Load() {
-							}
-						}
-						time.Sleep(2 * time.Millisecond)
-						probe.leave(ctx, writer)
-						if writer && !tc.broken {
-							err = rw.Unlock(ctx)
-							writes.Add(1)
-						} else {
-							err = rw.RUnlock(ctx)
-							if writer {
-								writes.Add(1)
-							} else {
-								reads.Add(1)
-							}
-						}
-						if err != nil {
-							t.Error(err)
-							return
+		// A mixed load: 6 readers, 2 writers, each on a client of its own.
+		var (
+			wg         sync.WaitGroup
+			overlaps   atomic.Int64
+			reads      atomic.Int64
+			writes     atomic.Int64
+			mostInside atomic.Int64
+		)
+		stop := time.Now().Add(2 * time.Second)
+		for i := range 8 {
+			writer := i < 2
+			rw := mustRWMutex(t, s.Client(), "cfg", redislock.WithExpire(10*time.Second))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					var err error
+					if writer && !broken {
+						err = rw.Lock(ctx)
+					} else {
+						err = rw.RLock(ctx)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					r, w := probe.enter(ctx, writer)
+					if writer && (w > 1 || r > 0) || !writer && w > 0 {
+						overlaps.Add(1)
+					}
+					if !writer {
+						for m := mostInside.Load(); r > m && !mostInside.CompareAndSwap(m, r); m = mostInside.Load() {
 						}
 					}
-				}()
-			}
-			wg.Wait()
-			t.Logf("mixed load: %d reads, %d writes, up to %d readers inside together, %d overlaps seen by the probe",
-				reads.Load(), writes.Load(), mostInside.Load(), overlaps.Load())
-			if reads.Load() == 0 || writes.Load() < 4 {
-				t.Fatalf("%d reads and %d writes: one side starved", reads.Load(), writes.Load())
-			}
-			if (overlaps.Load() > 0) != tc.broken {
-				t.Fatalf("%d overlaps of a writer with another; want some = %v", overlaps.Load(), tc.broken)
-			}
-		})
-	}
+					time.Sleep(2 * time.Millisecond)
+					probe.leave(ctx, writer)
+					if writer && !broken {
+						err = rw.Unlock(ctx)
+						writes.Add(1)
+					} else {
+						err = rw.RUnlock(ctx)
+						if writer {
+							writes.Add(1)
+						} else {
+							reads.Add(1)
+						}
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("mixed load: %d reads, %d writes, up to %d readers inside together, %d overlaps seen by the probe",
+			reads.Load(), writes.Load(), mostInside.Load(), overlaps.Load())
+		if reads.Load() == 0 || writes.Load() < 4 {
+			t.Fatalf("%d reads and %d writes: one side starved", reads.Load(), writes.Load())
+		}
+		if (overlaps.Load() > 0) != broken {
+			t.Fatalf("%d overlaps of a writer with another; want some = %v", overlaps.Load(), broken)
+		}
+	})
 }
 
 // A writer behind a continuous stream of overlapping readers (each holds

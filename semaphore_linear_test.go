@@ -110,22 +110,14 @@ func (m *brokenSemaphore) release(ctx context.Context) error {
 func TestSemaphoreLinearizable(t *testing.T) {
 	t.Parallel()
 	long(t, "records and checks histories under faults")
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{
-		{"semaphore", false},
-		{"broken/release frees any permit", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := historyOf(t, func(client *redis.Client) mutex {
-				s := mustSemaphore(t, client, "pool", semSize, redislock.WithExpire(time.Minute))
-				if tc.broken {
-					return &brokenSemaphore{realSemaphore{s: s}, client}
-				}
-				return &realSemaphore{s: s}
-			})
-			judge(t, semModel.ToModel(), h, tc.broken)
+	andBroken(t, "semaphore", "release frees any permit", func(t *testing.T, broken bool) {
+		h := historyOf(t, func(client *redis.Client) mutex {
+			s := mustSemaphore(t, client, "pool", semSize, redislock.WithExpire(time.Minute))
+			if broken {
+				return &brokenSemaphore{realSemaphore{s: s}, client}
+			}
+			return &realSemaphore{s: s}
 		})
-	}
+		judge(t, semModel.ToModel(), h, broken)
+	})
 }

@@ -265,60 +265,55 @@ func TestSemaphoreHolderPausedPastTTL(t *testing.T) {
 func TestSemaphoreReleaseWakesOnePerPermit(t *testing.T) {
 	t.Parallel()
 	const k = 3
-	for _, tc := range []struct {
-		name   string
-		broken bool
-	}{{"release", false}, {"broken/freed without a signal", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, admin := started(t)
-			var holders []*redislock.Permit
-			for range k {
-				h, err := mustSemaphore(t, s.Client(), "pool", k).Acquire(ctx)
-				if err != nil {
-					t.Fatal(err)
+	andBroken(t, "release", "freed without a signal", func(t *testing.T, broken bool) {
+		s, ctx, admin := started(t)
+		var holders []*redislock.Permit
+		for range k {
+			h, err := mustSemaphore(t, s.Client(), "pool", k).Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			holders = append(holders, h)
+		}
+		type woken struct {
+			at  time.Time
+			err error
+		}
+		got := make(chan woken, k)
+		for range k {
+			w := mustSemaphore(t, s.Client(), "pool", k)
+			go func() {
+				p, err := w.Acquire(ctx)
+				got <- woken{time.Now(), err}
+				if err == nil {
+					p.Release(ctx)
 				}
-				holders = append(holders, h)
+			}()
+		}
+		waitBlocked(t, admin, k)
+		released := time.Now()
+		for _, h := range holders {
+			if broken {
+				admin.ZRem(ctx, h.Key(), h.ID())
+			} else if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
 			}
-			type woken struct {
-				at  time.Time
-				err error
+		}
+		var lateness []time.Duration
+		for range k {
+			w := <-got
+			if w.err != nil {
+				t.Fatalf("waiter: %v", w.err)
 			}
-			got := make(chan woken, k)
-			for range k {
-				w := mustSemaphore(t, s.Client(), "pool", k)
-				go func() {
-					p, err := w.Acquire(ctx)
-					got <- woken{time.Now(), err}
-					if err == nil {
-						p.Release(ctx)
-					}
-				}()
-			}
-			waitBlocked(t, admin, k)
-			released := time.Now()
-			for _, h := range holders {
-				if tc.broken {
-					admin.ZRem(ctx, h.Key(), h.ID())
-				} else if err := h.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var lateness []time.Duration
-			for range k {
-				w := <-got
-				if w.err != nil {
-					t.Fatalf("waiter: %v", w.err)
-				}
-				lateness = append(lateness, w.at.Sub(released).Round(10*time.Microsecond))
-			}
-			t.Logf("%d permits freed; the waiters held after %v", k, lateness)
-			late := false
-			for _, d := range lateness {
-				late = late || d > time.Second // the slice is 2 s
-			}
-			if late != tc.broken {
-				t.Fatalf("waiters held after %v; want all woken by the releases = %v", lateness, !tc.broken)
-			}
-		})
-	}
+			lateness = append(lateness, w.at.Sub(released).Round(10*time.Microsecond))
+		}
+		t.Logf("%d permits freed; the waiters held after %v", k, lateness)
+		late := false
+		for _, d := range lateness {
+			late = late || d > time.Second // the slice is 2 s
+		}
+		if late != broken {
+			t.Fatalf("waiters held after %v; want all woken by the releases = %v", lateness, !broken)
+		}
+	})
 }
