@@ -441,9 +441,7 @@ func findings(r redislock.Report, sev redislock.Severity, want map[string]string
 func TestCheckNamesFailoverMaster(t *testing.T) {
 	quick(t)
 	long(t, "starts sentinels")
-	primary := redistest.Start(t)
-	redistest.StartReplica(t, primary)
-	ss := redistest.StartSentinels(t, primary, 1)
+	primary, _, ss := startSentinels(t, 1)
 	ctx := ctxT(t)
 	r, err := redislock.Check(ctx, failoverClient(t, ss), redislock.WithReplicaAck(1, 100*time.Millisecond))
 	if err != nil {

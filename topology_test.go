@@ -112,6 +112,25 @@ func failoverClient(t *testing.T, ss *redistest.Sentinels) *redis.Client {
 	return c
 }
 
+// startSentinels starts a primary, a replica of it and n sentinels that
+// watch it.
+func startSentinels(t *testing.T, n int) (primary, replica *redistest.Server, ss *redistest.Sentinels) {
+	t.Helper()
+	primary = redistest.Start(t)
+	replica = redistest.StartReplica(t, primary)
+	return primary, replica, redistest.StartSentinels(t, primary, n)
+}
+
+// failover and oldMasterHangs are the two ways the watch's failover tests
+// take a Sentinel's master away: a SENTINEL FAILOVER, and a master that
+// stops answering (SIGSTOP) while it still calls itself master.
+func failover(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
+
+func oldMasterHangs(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
+	primary.Pause()
+	t.Cleanup(primary.Cont)
+}
+
 // tryAfterFailover calls l.TryAcquire until the new primary answers (the
 // lock is taken, or busy) or 30 s pass, and returns the last result.
 func tryAfterFailover(ctx context.Context, l *redislock.Lock) error {
@@ -142,9 +161,7 @@ func awaitFailover(t *testing.T, ss *redistest.Sentinels, want string) {
 func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 	t.Parallel()
 	long(t, "runs a Sentinel failover")
-	primary := redistest.Start(t)
-	replica := redistest.StartReplica(t, primary)
-	ss := redistest.StartSentinels(t, primary, 3)
+	primary, replica, ss := startSentinels(t, 3)
 	ctx := ctxT(t)
 
 	l := mustNew(t, failoverClient(t, ss), "job", redislock.WithExpire(time.Minute), redislock.WithReplicaAck(1, time.Second))
@@ -187,9 +204,7 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 func TestSentinelFailoverLossWindow(t *testing.T) {
 	t.Parallel()
 	long(t, "runs a Sentinel failover")
-	primary := redistest.Start(t)
-	replica := redistest.StartReplica(t, primary)
-	ss := redistest.StartSentinels(t, primary, 3)
+	primary, replica, ss := startSentinels(t, 3)
 	ctx := ctxT(t)
 	admin := primary.Client()
 

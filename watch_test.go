@@ -313,7 +313,6 @@ func TestKilledReaderBehindACustomDialerIsReplaced(t *testing.T) {
 func TestWatchFollowsASentinelFailover(t *testing.T) {
 	t.Parallel()
 	long(t, "runs Sentinel failovers")
-	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
 		name     string
 		within   time.Duration
@@ -324,15 +323,10 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 		{"SENTINEL FAILOVER", 2 * time.Second, failover, false, false},
 		{"SENTINEL FAILOVER, INFO denied", 2 * time.Second, failover, true, false},
 		{"SENTINEL FAILOVER, a Dialer that wraps", 2 * time.Second, failover, false, true},
-		{"old master hangs", 4 * time.Second, func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
-			primary.Pause()
-			t.Cleanup(primary.Cont)
-		}, false, false},
+		{"old master hangs", 4 * time.Second, oldMasterHangs, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			primary := redistest.Start(t)
-			replica := redistest.StartReplica(t, primary)
-			ss := redistest.StartSentinels(t, primary, 1)
+			primary, replica, ss := startSentinels(t, 1)
 			ctx := ctxT(t)
 			c := failoverClient(t, ss)
 			if tc.denyInfo {
@@ -518,7 +512,6 @@ func TestWatchCapsRereadsOfAFullTrackingTable(t *testing.T) {
 func TestWaiterFollowsASentinelFailover(t *testing.T) {
 	t.Parallel()
 	long(t, "runs Sentinel failovers")
-	failover := func(t *testing.T, _ *redistest.Server, ss *redistest.Sentinels) { sentinelFailover(t, ss) }
 	for _, tc := range []struct {
 		name     string
 		fail     func(t *testing.T, primary *redistest.Server, ss *redistest.Sentinels)
@@ -527,15 +520,10 @@ func TestWaiterFollowsASentinelFailover(t *testing.T) {
 	}{
 		{"SENTINEL FAILOVER", failover, true, false},
 		{"SENTINEL FAILOVER, INFO denied", failover, true, true},
-		{"old master hangs", func(t *testing.T, primary *redistest.Server, _ *redistest.Sentinels) {
-			primary.Pause()
-			t.Cleanup(primary.Cont)
-		}, false, false},
+		{"old master hangs", oldMasterHangs, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			primary := redistest.Start(t)
-			replica := redistest.StartReplica(t, primary)
-			ss := redistest.StartSentinels(t, primary, 1)
+			primary, replica, ss := startSentinels(t, 1)
 			ctx := ctxT(t)
 			// Held by another owner, without expire: only a release frees it.
 			if err := primary.Client().Set(ctx, "lock:job", "other-owner", 0).Err(); err != nil {
@@ -773,9 +761,7 @@ func TestWaitAndWatchOverTLS(t *testing.T) {
 func TestWaiterNeverTakesALockOnTheOldMaster(t *testing.T) {
 	quick(t)
 	long(t, "runs a Sentinel failover")
-	primary := redistest.Start(t)
-	replica := redistest.StartReplica(t, primary)
-	ss := redistest.StartSentinels(t, primary, 1)
+	primary, replica, ss := startSentinels(t, 1)
 	ctx := ctxT(t)
 	old := primary.Client()
 	if err := old.Set(ctx, "lock:job", "other-owner", 0).Err(); err != nil {
