@@ -113,6 +113,17 @@ func mustAcquire(t testing.TB, ctx context.Context, l *redislock.Lock) {
 	}
 }
 
+// keptHolding acquires l and keeps l from being collected until t ends: a
+// Lock dropped while holding abandons its hold (its renewal and watch
+// stop), so a hold that a test takes only to be there (another hold the
+// watch keeps, say) would end at the next GC, and the test would pass
+// without the state it sets up.
+func keptHolding(t testing.TB, ctx context.Context, l *redislock.Lock) {
+	t.Helper()
+	mustAcquire(t, ctx, l)
+	t.Cleanup(func() { runtime.KeepAlive(l) })
+}
+
 // long skips t under -short: a process, fault, cluster or replica
 // scenario, which the full run has (go test -short is the quick loop).
 func long(t *testing.T, what string) {

@@ -776,7 +776,7 @@ func TestExtendBeforeFirstReadCostsNoRereads(t *testing.T) {
 	c := s.Client()
 	base := commandStats(t, admin)
 	for i := range 20 {
-		mustAcquire(t, ctx, mustNew(t, c, fmt.Sprintf("other-%d", i), redislock.WithExpire(time.Minute)))
+		keptHolding(t, ctx, mustNew(t, c, fmt.Sprintf("other-%d", i), redislock.WithExpire(time.Minute)))
 	}
 	waitGetsSettled(t, admin, base, 20) // the tracker has read them
 	for round := range 3 {
@@ -839,7 +839,7 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 			s, ctx, _ := started(t)
 			c := s.Client()
 			if other {
-				mustAcquire(t, ctx, mustNew(t, c, "other", redislock.WithExpire(time.Minute)))
+				keptHolding(t, ctx, mustNew(t, c, "other", redislock.WithExpire(time.Minute)))
 			}
 			l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 			mustAcquire(t, ctx, l) // the tracker starts, and reads the key once
@@ -931,8 +931,7 @@ func TestHoldAfterShortOnesWhileLingeringIsWatched(t *testing.T) {
 func TestTightLoopFiresTheWakeTimerRarely(t *testing.T) {
 	s, ctx, _ := started(t)
 	c := s.Client()
-	other := mustNew(t, c, "other", redislock.WithExpire(time.Minute))
-	mustAcquire(t, ctx, other)
+	keptHolding(t, ctx, mustNew(t, c, "other", redislock.WithExpire(time.Minute)))
 	l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
 	const cycles = 3000
 	before, start := redislock.TrackerWakeFires(c), time.Now()
