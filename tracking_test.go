@@ -836,18 +836,23 @@ func TestTightLoopLeavesTheTrackerAsleep(t *testing.T) {
 	// taken again then read at once, every cycle).
 	for _, other := range []bool{false, true} {
 		t.Run(fmt.Sprint("another hold watched: ", other), func(t *testing.T) {
-			s, ctx, _ := started(t)
+			s, ctx, admin := started(t)
 			c := s.Client()
+			base := commandStats(t, admin)
 			if other {
 				keptHolding(t, ctx, mustNew(t, c, "other", redislock.WithExpire(time.Minute)))
+				waitGets(t, admin, base, 1)
+				base = commandStats(t, admin)
 			}
 			l := mustNew(t, c, "job", redislock.WithExpire(10*time.Second))
-			mustAcquire(t, ctx, l) // the tracker starts, and reads the key once
-			time.Sleep(20 * time.Millisecond)
+			mustAcquire(t, ctx, l)
+			waitGets(t, admin, base, 1) // the tracker has started, and read the key once
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond) // run lingers, asleep
+			if !other {
+				within(t, 10*time.Second, "the tracker lingers", func() bool { return redislock.TrackerLingers(c) })
+			}
 			const cycles = 3000
 			const armDelay = 2 * time.Millisecond
 			slow := 0
