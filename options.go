@@ -154,7 +154,10 @@ func WithKeyPrefix(prefix string) Option {
 // retrying Redis errors. If no renewal succeeds before the expire less the
 // margin runs out on the local clock, or Redis says the key is gone or
 // someone else's, the lock is lost (see Done). A Lock dropped without
-// Release stops renewing when the garbage collector finds it. Renewal is
+// Release stops renewing when the garbage collector finds it; dropped
+// means unreachable, which for a local variable is after its last use, so
+// use the Lock after the job (defer l.Release(ctx) does), or its key can
+// expire while the job runs. Renewal is
 // on without WithExpire, and off with WithExpire(d) unless WithAutoRenewal
 // is given; with WithExpire(0), New returns an error matching
 // ErrInvalidArgument.

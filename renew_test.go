@@ -391,6 +391,52 @@ func TestDroppedLockStopsRenewing(t *testing.T) {
 	}
 }
 
+// Dropped means unreachable, and a local variable is unreachable after
+// its last use, not at the end of its function: a job that acquires and
+// never uses its Lock again loses the renewal at the next collection while
+// it still runs, and its key expires under it. A deferred Release uses the
+// Lock at the end, so the hold renews for the whole job.
+func TestDeferredReleaseKeepsTheLockThroughTheJob(t *testing.T) {
+	quick(t)
+	const expire = 1200 * time.Millisecond
+	andBroken(t, "deferred Release", "no use after Acquire", func(t *testing.T, broken bool) {
+		s, ctx, admin := started(t)
+		// The job: 3 s of collections, then is the key still there?
+		job := func() bool {
+			for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+				runtime.GC()
+				time.Sleep(5 * time.Millisecond)
+			}
+			return admin.Exists(ctx, "lock:job").Val() == 1
+		}
+		var kept bool
+		if broken {
+			kept = jobWithoutRelease(t, ctx, s.Client(), expire, job)
+		} else {
+			kept = jobWithDeferredRelease(t, ctx, s.Client(), expire, job)
+		}
+		if kept == broken {
+			t.Fatalf("key there after a 3 s job of collections (expire %v) = %v, want %v", expire, kept, !broken)
+		}
+	})
+}
+
+// jobWithDeferredRelease and jobWithoutRelease acquire a renewed Lock and
+// run job (they differ only in the defer; two functions, so that the
+// compiler's liveness of l is each one's own).
+func jobWithDeferredRelease(t *testing.T, ctx context.Context, c *redis.Client, expire time.Duration, job func() bool) bool {
+	l := mustNew(t, c, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, l)
+	defer l.Release(ctx)
+	return job()
+}
+
+func jobWithoutRelease(t *testing.T, ctx context.Context, c *redis.Client, expire time.Duration, job func() bool) bool {
+	l := mustNew(t, c, "job", redislock.WithExpire(expire), redislock.WithAutoRenewal())
+	mustAcquire(t, ctx, l)
+	return job()
+}
+
 func TestDoneErrContract(t *testing.T) {
 	quick(t)
 	b := miniBackend(t)
