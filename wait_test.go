@@ -110,14 +110,21 @@ func TestWokenWaiterFindingTheLockTakenWaitsForItsTTL(t *testing.T) {
 	if err := admin.LPush(ctx, "lock-signal:job", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := receive(t, done)
+	acquiredAtTTL(t, receive(t, done), start, ttl, "the stray signal")
+}
+
+// acquiredAtTTL fails t unless r is an acquisition that came when a key
+// with ttl left at start expired (within a second after, 50 ms of clock
+// grain before), not sooner and not a slice or an expire later.
+func acquiredAtTTL(t *testing.T, r acquired, start time.Time, ttl time.Duration, since string) {
+	t.Helper()
 	if r.err != nil {
 		t.Fatalf("waiter.Acquire() = %v", r.err)
 	}
 	took := r.at.Sub(start)
-	t.Logf("stray signal -> waiter holding: %v (the key had %v left)", took, ttl)
+	t.Logf("%s -> waiter holding: %v (the key had %v left)", since, took, ttl)
 	if took < ttl-50*time.Millisecond || took > ttl+time.Second {
-		t.Fatalf("waiter acquired %v after the stray signal, want within [ttl, ttl+1s] = [%v, %v]", took, ttl, ttl+time.Second)
+		t.Fatalf("waiter acquired %v after %s, want within [ttl, ttl+1s] = [%v, %v]", took, since, ttl, ttl+time.Second)
 	}
 }
 
@@ -143,15 +150,7 @@ func TestDeadHolderWaitersWakeAtItsTTL(t *testing.T) {
 			waiter := mustNew(t, s.Client(), "job", tc.opts...)
 			wctx, cancel := context.WithTimeout(ctx, ttl+2*time.Second) // past the bound below
 			defer cancel()
-			r := receive(t, acquireAsync(wctx, waiter))
-			if r.err != nil {
-				t.Fatalf("waiter.Acquire() = %v", r.err)
-			}
-			took := r.at.Sub(start)
-			t.Logf("holder acquired -> waiter holding: %v (ttl %v)", took, ttl)
-			if took < ttl-50*time.Millisecond || took > ttl+time.Second {
-				t.Fatalf("waiter acquired %v after the holder, want within [ttl, ttl+1s] = [%v, %v]", took, ttl, ttl+time.Second)
-			}
+			acquiredAtTTL(t, receive(t, acquireAsync(wctx, waiter)), start, ttl, "the holder's acquire")
 		})
 	}
 }
