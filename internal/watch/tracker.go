@@ -232,9 +232,10 @@ func (t *tracker) wakeByLocked(at time.Time) {
 // wakeFired is the wake timer's function: it pokes run when run has work
 // by now (see dueLocked), and otherwise sets the timer again for when it
 // will. In a tight acquire/release loop beside a hold that lasts, every
-// hold of the loop ends before its key's first read: the timer fires once
-// per armDelay at most, whatever the loop's rate, and run is not woken at
-// all (a wake-up of run costs its timers, a look at its sockets and a
+// hold of the loop ends before its key's first read: the timer fires about
+// once per armDelay, whatever the loop's rate (it is set again for the
+// first read of the hold it finds, which may be a cycle old), and run is
+// not woken at all (a wake-up of run costs its timers, a look at its sockets and a
 // goroutine switch, often on the other core).
 func (t *tracker) wakeFired() {
 	t.wakeFires.Add(1)
