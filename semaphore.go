@@ -79,7 +79,9 @@ func (s *Semaphore) Key() string { return s.keys[0] }
 // Acquire takes a permit, waiting as long as ctx allows while all are
 // held, and returns it; Release it when done. Its errors are
 // Lock.Acquire's, and ErrSizeMismatch; the Permit is then nil. A release
-// wakes one waiter per permit it frees.
+// wakes one waiter per permit it frees. A Permit no longer used stops
+// renewing when the garbage collector finds it, as a Lock does (see
+// WithAutoRenewal): defer p.Release(ctx) keeps it for the job.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	p, _, err := s.permit(ctx, true)
 	return p, err
