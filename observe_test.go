@@ -579,15 +579,34 @@ func TestStoppedRenewalIsCanceled(t *testing.T) {
 	logs.none(t, "redis_lock.refresh.thread", slog.LevelWarn)
 }
 
-// A Lock dropped while holding, and collected: its hold ends (abandoned),
-// so the observers' count of holds comes back down.
+// A Lock, or a Permit, dropped while holding, and collected: its hold
+// ends (abandoned), so the observers' count of holds comes back down.
 func TestAbandonedHoldEnds(t *testing.T) {
-	b := realBackend(t)
-	rec := &recorder{}
-	func() {
-		l := mustNew(t, b.client(), "job", redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithObserver(rec.observer()))
-		mustAcquire(t, context.Background(), l)
-	}()
+	opts := func(rec *recorder) []redislock.Option {
+		return []redislock.Option{redislock.WithExpire(time.Minute), redislock.WithAutoRenewal(), redislock.WithObserver(rec.observer())}
+	}
+	t.Run("Lock", func(t *testing.T) {
+		b, rec := realBackend(t), &recorder{}
+		func() {
+			mustAcquire(t, context.Background(), mustNew(t, b.client(), "job", opts(rec)...))
+		}()
+		abandonedHoldEnds(t, rec)
+	})
+	t.Run("Permit", func(t *testing.T) {
+		b, rec := realBackend(t), &recorder{}
+		func() {
+			if _, err := mustSemaphore(t, b.client(), "pool", 2, opts(rec)...).Acquire(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		abandonedHoldEnds(t, rec)
+	})
+}
+
+// abandonedHoldEnds waits, collecting, for rec's HoldEnd, which must say
+// abandoned.
+func abandonedHoldEnds(t *testing.T, rec *recorder) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
@@ -601,12 +620,12 @@ func TestAbandonedHoldEnds(t *testing.T) {
 		rec.mu.Unlock()
 		if end != nil {
 			if end.Outcome != redislock.OutcomeAbandoned || !errors.Is(end.Err, redislock.ErrLost) {
-				t.Fatalf("HoldEnd of a dropped Lock = %+v, want abandoned", end)
+				t.Fatalf("HoldEnd of a dropped holder = %+v, want abandoned", end)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no HoldEnd 10 s after the Lock was dropped")
+			t.Fatal("no HoldEnd 10 s after the holder was dropped")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
