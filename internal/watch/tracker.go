@@ -235,8 +235,8 @@ func (t *tracker) wakeByLocked(at time.Time) {
 // hold of the loop ends before its key's first read: the timer fires about
 // once per armDelay, whatever the loop's rate (it is set again for the
 // first read of the hold it finds, which may be a cycle old), and run is
-// not woken at all (a wake-up of run costs its timers, a look at its sockets and a
-// goroutine switch, often on the other core).
+// not woken at all (a wake-up of run costs its timers, a look at its
+// sockets and a goroutine switch, often on the other core).
 func (t *tracker) wakeFired() {
 	t.wakeFires.Add(1)
 	t.mu.Lock()
